@@ -1,0 +1,32 @@
+"""Iceberg catalogs: one module per backend, chosen by ``catalog.type``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from icetide.catalog import jdbc, rest
+from icetide.config.models import JdbcCatalog, PipelineConfig, RestCatalog
+
+CatalogConfig = JdbcCatalog | RestCatalog
+
+_BACKENDS: dict[str, Callable[..., dict[str, str]]] = {
+    "jdbc": jdbc.catalog_properties,
+    "rest": rest.catalog_properties,
+}
+
+
+def spark_catalog_conf(cfg: PipelineConfig) -> dict[str, str]:
+    """``spark.sql.catalog.<name>*`` settings for the configured catalog."""
+    props = _BACKENDS[cfg.catalog.type](cfg.catalog, cfg.resolve)
+    prefix = f"spark.sql.catalog.{cfg.catalog.name}"
+    conf = {prefix: "org.apache.iceberg.spark.SparkCatalog"}
+    conf.update({f"{prefix}.{k}": v for k, v in props.items()})
+    return conf
+
+
+def check_reachable(cfg: PipelineConfig) -> None:
+    """Fail fast, naming the key, if the catalog cannot be used."""
+    if cfg.catalog.type == "jdbc":
+        jdbc.check(cfg.catalog, cfg.resolve)
+    else:
+        rest.check(cfg.catalog)

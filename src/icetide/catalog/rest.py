@@ -1,0 +1,48 @@
+"""Iceberg REST catalog: the production path."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+
+from icetide.config.models import RestCatalog
+from icetide.errors import ServiceUnreachableError
+
+
+def catalog_properties(cfg: RestCatalog, resolve: Callable[[str], str]) -> dict[str, str]:
+    props = {"type": "rest", "uri": cfg.uri}
+    if cfg.warehouse:
+        props["warehouse"] = cfg.warehouse
+    if cfg.credential:
+        props["credential"] = cfg.credential.get_secret_value()
+    if cfg.token:
+        props["token"] = cfg.token.get_secret_value()
+    props.update(cfg.properties)
+    return props
+
+
+def check(cfg: RestCatalog, timeout: float = 10.0) -> None:
+    """GET ``<uri>/v1/config``; a 401/403 still proves the server is there."""
+    url = f"{cfg.uri}/v1/config"
+    if cfg.warehouse:
+        url += "?" + urllib.parse.urlencode({"warehouse": cfg.warehouse})
+    req = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if cfg.token:
+        req.add_header("Authorization", f"Bearer {cfg.token.get_secret_value()}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            json.load(resp)
+    except urllib.error.HTTPError as e:
+        if e.code in (401, 403):
+            return
+        raise ServiceUnreachableError(
+            f"catalog.uri: the REST catalog at {cfg.uri} answered HTTP {e.code} to GET /v1/config"
+        ) from None
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        raise ServiceUnreachableError(
+            f"catalog.uri: cannot reach the REST catalog at {cfg.uri} ({reason})"
+        ) from None

@@ -1,0 +1,1 @@
+"""The ``icetide`` command line."""

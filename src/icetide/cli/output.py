@@ -1,0 +1,56 @@
+"""Shared CLI output helpers: ``--output text|json``, errors as one clear line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from icetide.errors import IcetideError
+
+console = Console()
+err_console = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_CONFIG = 2
+EXIT_RUNTIME = 1
+
+output_option = click.option(
+    "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="Output format.",
+)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def handle_errors(fn: F) -> F:
+    """Turn icetide errors into ``icetide: <message>`` on stderr and a non-zero exit."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except IcetideError as e:
+            for line in str(e).splitlines():
+                click.echo(f"icetide: {line}" if not line.startswith(" ") else line, err=True)
+            sys.exit(EXIT_CONFIG if e.terminal else EXIT_RUNTIME)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,1 @@
+"""Kafka → Iceberg ingestion with Spark Structured Streaming (``foreachBatch``)."""

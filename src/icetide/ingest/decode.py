@@ -1,0 +1,138 @@
+"""Kafka rows → table rows, or dead letters with a reason.
+
+JSON values are parsed on the JVM with ``from_json`` in PERMISSIVE mode against the table schema.
+A record is a dead letter when its value is null or empty, larger than ``max_value_bytes``, not
+JSON, not a JSON object, or has a field whose type does not match the schema.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+CORRUPT = "_icetide_corrupt"
+PARSED = "_icetide_parsed"
+ERROR_CLASS = "_icetide_error_class"
+ERROR_MESSAGE = "_icetide_error_message"
+
+#: Kafka metadata columns added to each target table (and always to the dead-letter table).
+KAFKA_COLUMNS = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_key")
+
+
+def with_kafka_columns(kafka_df: DataFrame) -> DataFrame:
+    """Rename Spark's Kafka source columns to icetide's ``_kafka_*`` names."""
+    return kafka_df.select(
+        F.col("topic").alias("_kafka_topic"),
+        F.col("partition").alias("_kafka_partition"),
+        F.col("offset").alias("_kafka_offset"),
+        F.col("timestamp").alias("_kafka_timestamp"),
+        F.col("key").alias("_kafka_key"),
+        F.col("value"),
+    )
+
+
+def parse(df: DataFrame, schema: StructType, max_value_bytes: int) -> DataFrame:
+    """Add the parsed struct and, for bad records, an error class and message."""
+    with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType())])
+    text = F.col("value").cast("string")
+    parsed = F.from_json(
+        text, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    )
+    df = df.withColumn(PARSED, F.when(F.length("value") <= max_value_bytes, parsed))
+    p = F.col(PARSED)
+    error_class = (
+        F.when(F.col("value").isNull(), F.lit("null_value"))
+        .when(F.length("value") == 0, F.lit("empty_value"))
+        .when(F.length("value") > max_value_bytes, F.lit("oversized_value"))
+        .when(p.isNull(), F.lit("malformed_json"))
+        .when(p[CORRUPT].isNotNull(), _corrupt_class(text))
+    )
+    return df.withColumn(ERROR_CLASS, error_class).withColumn(
+        ERROR_MESSAGE, _error_message(text, schema, max_value_bytes)
+    )
+
+
+def _corrupt_class(text: Column) -> Column:
+    trimmed = F.ltrim(text)
+    return (
+        F.when(F.get_json_object(text, "$").isNull(), F.lit("malformed_json"))
+        .when(~trimmed.startswith("{"), F.lit("not_a_json_object"))
+        .otherwise(F.lit("type_mismatch"))
+    )
+
+
+def _error_message(text: Column, schema: StructType, max_value_bytes: int) -> Column:
+    p = F.col(PARSED)
+    mismatched = F.concat_ws(
+        ", ",
+        *[
+            F.when(
+                F.get_json_object(text, f"$.{f.name}").isNotNull() & p[f.name].isNull(),
+                F.lit(f"{f.name} (expected {f.dataType.simpleString()})"),
+            )
+            for f in schema.fields
+            if _json_path_safe(f.name)
+        ],
+    )
+    return (
+        F.when(F.col("value").isNull(), F.lit("the record has no value (a tombstone)"))
+        .when(F.length("value") == 0, F.lit("the record value is empty"))
+        .when(
+            F.length("value") > max_value_bytes,
+            F.concat(F.lit("value of "), F.length("value").cast("string"),
+                     F.lit(f" bytes exceeds source.max_value_bytes={max_value_bytes}")),
+        )
+        .when(p.isNull() | F.get_json_object(text, "$").isNull(), F.lit("value is not valid JSON"))
+        .when(~F.ltrim(text).startswith("{"), F.lit("value is JSON but not an object"))
+        .when(
+            p[CORRUPT].isNotNull(),
+            F.concat(F.lit("fields do not match the table schema: "),
+                     F.when(mismatched == "", F.lit("(nested value)")).otherwise(mismatched)),
+        )
+    )
+
+
+def _json_path_safe(name: str) -> bool:
+    return name.replace("_", "").isalnum()
+
+
+def good_rows(parsed: DataFrame, schema: StructType, kafka_columns: bool) -> DataFrame:
+    cols = [F.col(PARSED)[f.name].alias(f.name) for f in schema.fields]
+    if kafka_columns:
+        cols += [F.col(c) for c in KAFKA_COLUMNS[:-1]]
+        cols.append(F.col("_kafka_key").cast("string").alias("_kafka_key"))
+    return parsed.where(F.col(ERROR_CLASS).isNull()).select(*cols)
+
+
+def dead_letter_rows(parsed: DataFrame, pipeline: str, target_table: str) -> DataFrame:
+    return parsed.where(F.col(ERROR_CLASS).isNotNull()).select(
+        *[F.col(c) for c in KAFKA_COLUMNS],
+        F.col("value"),
+        F.lit(pipeline).alias("pipeline"),
+        F.lit(target_table).alias("target_table"),
+        F.col(ERROR_CLASS).alias("error_class"),
+        F.col(ERROR_MESSAGE).alias("error_message"),
+        F.current_timestamp().alias("dead_lettered_at"),
+    )
+
+
+DEAD_LETTER_SCHEMA = StructType.fromJson(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": n, "type": t, "nullable": True, "metadata": {}}
+            for n, t in [
+                ("_kafka_topic", "string"), ("_kafka_partition", "integer"), ("_kafka_offset", "long"),
+                ("_kafka_timestamp", "timestamp"), ("_kafka_key", "binary"), ("value", "binary"),
+                ("pipeline", "string"), ("target_table", "string"), ("error_class", "string"),
+                ("error_message", "string"), ("dead_lettered_at", "timestamp"),
+            ]
+        ],
+    }
+)

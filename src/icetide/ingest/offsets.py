@@ -1,0 +1,195 @@
+"""The exactly-once ledger: which Kafka offsets each Iceberg table holds, per pipeline.
+
+Every icetide commit carries in its snapshot summary (atomically with the data):
+
+- ``icetide.pipeline``      the pipeline name
+- ``icetide.run`` / ``icetide.batch``  the streaming run and micro-batch id
+- ``icetide.batch-offsets`` ``{"topic": {"partition": [start, end)}}`` the whole batch covered
+- ``icetide.watermark``     ``{"topic": {"partition": end}}``: the table holds every record of this
+  pipeline routed to it with an offset below ``end`` (cumulative, monotone)
+
+After each commit the watermark is mirrored into the table property ``icetide.watermark.<pipeline>``
+so it survives snapshot expiry (compaction adds snapshots without these keys, and expiry may remove
+the ones that had them). Before writing, rows below the table's watermark are dropped, so a replayed
+batch (crash, restart, lost checkpoint) never lands twice, whichever tables it had reached.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from icetide.identifiers import validate_pipeline
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PREFIX = "icetide."
+K_PIPELINE = "icetide.pipeline"
+K_RUN = "icetide.run"
+K_BATCH = "icetide.batch"
+K_BATCH_OFFSETS = "icetide.batch-offsets"
+K_WATERMARK = "icetide.watermark"
+K_KAFKA_TS_MAX = "icetide.kafka-ts-max"
+K_KAFKA_TS_MIN = "icetide.kafka-ts-min"
+PROPERTY_PREFIX = "icetide.watermark."
+
+TopicPartition = tuple[str, int]
+
+
+def _encode(d: dict[TopicPartition, Any]) -> str:
+    out: dict[str, dict[str, Any]] = {}
+    for (topic, part), v in sorted(d.items()):
+        out.setdefault(topic, {})[str(part)] = list(v) if isinstance(v, tuple) else v
+    return json.dumps(out, separators=(",", ":"), sort_keys=True)
+
+
+def _decode(text: str | None) -> dict[TopicPartition, Any]:
+    if not text:
+        return {}
+    raw = json.loads(text)
+    return {(t, int(p)): (tuple(v) if isinstance(v, list) else v) for t, ps in raw.items() for p, v in ps.items()}
+
+
+@dataclass(frozen=True)
+class BatchRanges:
+    """Offset ranges ``[start, end)`` per topic-partition that one micro-batch covered."""
+
+    ranges: dict[TopicPartition, tuple[int, int]]
+    kafka_ts_min: int | None = None
+    kafka_ts_max: int | None = None
+
+    def encode(self) -> str:
+        return _encode(self.ranges)
+
+    @classmethod
+    def decode(cls, text: str | None) -> BatchRanges:
+        return cls({k: (int(v[0]), int(v[1])) for k, v in _decode(text).items()})
+
+
+@dataclass
+class Watermark:
+    """Next offset per topic-partition a table still needs from this pipeline."""
+
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    run: str = ""
+    batch: int = -1
+    batch_ranges: BatchRanges | None = None
+    committed_at_ms: int = 0
+
+    def get(self, tp: TopicPartition) -> int:
+        return self.offsets.get(tp, -1)
+
+    def covers(self, ranges: BatchRanges) -> bool:
+        """True if every record of the batch is already below the watermark."""
+        return all(self.get(tp) >= end for tp, (_, end) in ranges.ranges.items())
+
+    def advanced(self, ranges: BatchRanges) -> dict[TopicPartition, int]:
+        merged = dict(self.offsets)
+        for tp, (_, end) in ranges.ranges.items():
+            merged[tp] = max(merged.get(tp, -1), end)
+        return merged
+
+    def encode(self) -> str:
+        return _encode(self.offsets)
+
+    @classmethod
+    def from_summary(cls, summary: dict[str, str], committed_at_ms: int = 0) -> Watermark:
+        return cls(
+            offsets={k: int(v) for k, v in _decode(summary.get(K_WATERMARK)).items()},
+            run=summary.get(K_RUN, ""),
+            batch=int(summary.get(K_BATCH, -1)),
+            batch_ranges=BatchRanges.decode(summary.get(K_BATCH_OFFSETS)),
+            committed_at_ms=committed_at_ms,
+        )
+
+    def to_property(self) -> str:
+        return json.dumps(
+            {
+                "run": self.run,
+                "batch": self.batch,
+                "committed_at_ms": self.committed_at_ms,
+                "watermark": json.loads(self.encode()),
+                "batch_offsets": json.loads(self.batch_ranges.encode()) if self.batch_ranges else {},
+            },
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_property(cls, text: str) -> Watermark:
+        raw = json.loads(text)
+        return cls.from_summary(
+            {
+                K_WATERMARK: json.dumps(raw.get("watermark", {})),
+                K_RUN: raw.get("run", ""),
+                K_BATCH: str(raw.get("batch", -1)),
+                K_BATCH_OFFSETS: json.dumps(raw.get("batch_offsets", {})),
+            },
+            committed_at_ms=int(raw.get("committed_at_ms", 0)),
+        )
+
+
+def commit_properties(pipeline: str, run: str, batch: int, ranges: BatchRanges,
+                      watermark: dict[TopicPartition, int]) -> dict[str, str]:
+    """Snapshot-summary entries for one commit."""
+    props = {
+        K_PIPELINE: pipeline,
+        K_RUN: run,
+        K_BATCH: str(batch),
+        K_BATCH_OFFSETS: ranges.encode(),
+        K_WATERMARK: _encode(watermark),
+    }
+    if ranges.kafka_ts_min is not None and ranges.kafka_ts_max is not None:
+        props[K_KAFKA_TS_MIN] = str(ranges.kafka_ts_min)
+        props[K_KAFKA_TS_MAX] = str(ranges.kafka_ts_max)
+    return props
+
+
+def read_watermark(spark: SparkSession, table: str, pipeline: str) -> Watermark | None:
+    """The newest watermark of ``pipeline`` on ``table`` (fully qualified, validated identifier).
+
+    The newest summary among the current snapshot's ancestors wins (it is atomic with the data);
+    the table property is the fallback once those snapshots have expired.
+    """
+    validate_pipeline(pipeline)
+    rows = spark.sql(
+        f"SELECT s.summary, CAST(unix_millis(s.committed_at) AS BIGINT) AS ts "
+        f"FROM {table}.snapshots s JOIN {table}.history h ON s.snapshot_id = h.snapshot_id "
+        f"WHERE h.is_current_ancestor AND s.summary['{K_PIPELINE}'] = '{pipeline}' "
+        f"ORDER BY h.made_current_at DESC, s.committed_at DESC LIMIT 1"
+    ).collect()
+    if rows:
+        return Watermark.from_summary(dict(rows[0]["summary"]), int(rows[0]["ts"]))
+    prop = table_property(spark, table, PROPERTY_PREFIX + pipeline)
+    return Watermark.from_property(prop) if prop else None
+
+
+def table_property(spark: SparkSession, table: str, key: str) -> str | None:
+    for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect():
+        if row["key"] == key:
+            return str(row["value"])
+    return None
+
+
+def resume_offsets(watermarks: list[Watermark]) -> dict[TopicPartition, int]:
+    """Where a pipeline whose checkpoint is gone resumes, from its tables' watermarks.
+
+    Batches run one after another and a batch starts only after every table of the previous one
+    committed. So every batch before the newest one seen in any table is complete everywhere; only
+    that newest batch may be partial. Resume from its start (the per-table filter drops the part
+    already written), and from the highest watermark for partitions it did not cover.
+    """
+    if not watermarks:
+        return {}
+    newest = max(watermarks, key=lambda w: (w.committed_at_ms, w.batch))
+    out: dict[TopicPartition, int] = {}
+    for w in watermarks:
+        for tp, off in w.offsets.items():
+            out[tp] = max(out.get(tp, -1), off)
+    if newest.batch_ranges:
+        for tp, (start, _) in newest.batch_ranges.ranges.items():
+            out[tp] = start
+    return out
+

@@ -1,0 +1,184 @@
+"""``icetide run``: start the streaming query, keep it running, stop it cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from icetide.config.models import PipelineConfig
+from icetide.errors import CheckpointMismatchError, IcetideError
+from icetide.ingest import source
+from icetide.ingest.offsets import Watermark, resume_offsets
+from icetide.ingest.sink import BatchWriter, PipelineCounters
+from icetide.ingest.tables import table_exists
+from icetide.spark import build_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    counters: PipelineCounters
+    stopped_by: str
+
+
+def checkpoint_exists(spark: SparkSession, location: str) -> bool:
+    """True if Spark has written offsets there (works for local paths and any Hadoop FS URI)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/offsets")
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
+
+
+def table_watermarks(spark: SparkSession, writer: BatchWriter) -> dict[str, Watermark]:
+    out = {}
+    for table in (writer.target, writer.dead_letter_table):
+        if table_exists(spark, table):
+            wm = writer.watermark(table)
+            if wm is not None:
+                out[table] = wm
+    return out
+
+
+def starting_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter) -> str:
+    """Where the query starts when it has no checkpoint (ignored by Spark when one exists)."""
+    ckpt = cfg.checkpoint_dir()
+    if checkpoint_exists(spark, ckpt):
+        log.info("resuming from checkpoint %s", ckpt)
+        return cfg.source.starting_offsets
+    wms = table_watermarks(spark, writer)
+    if not wms:
+        log.info("new pipeline: starting at %s offsets", cfg.source.starting_offsets)
+        return cfg.source.starting_offsets
+    if cfg.stream.on_missing_checkpoint == "fail":
+        held = {t: json.loads(w.encode()) for t, w in wms.items()}
+        raise CheckpointMismatchError(
+            f"stream.checkpoint_location: no checkpoint at {ckpt}, but tables already hold offsets of "
+            f"pipeline '{cfg.name}': {json.dumps(held)}. Restore the checkpoint, or set "
+            "stream.on_missing_checkpoint: resume to continue from the offsets recorded in the tables"
+        )
+    resume = resume_offsets(list(wms.values()))
+    offsets = source.starting_offsets_json(cfg.source, resume)
+    log.warning("no checkpoint at %s: resuming from the offsets recorded in the tables: %s", ckpt, offsets)
+    return offsets
+
+
+class Runner:
+    """Owns the SparkSession and the streaming query of one pipeline."""
+
+    def __init__(self, cfg: PipelineConfig, spark: SparkSession | None = None) -> None:
+        self.cfg = cfg
+        source.list_partitions(cfg.source)  # fail fast, naming the key, if Kafka is unreachable
+        self.spark = spark or build_session(cfg)
+        self.run_id = uuid.uuid4().hex[:12]
+        self.writer = BatchWriter(self.spark, cfg, self.run_id)
+        self._stop = threading.Event()
+        self._stopped_by = "completed"
+        self.query: StreamingQuery | None = None
+
+    def request_stop(self, reason: str = "requested") -> None:
+        self._stopped_by = reason
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        def handler(signum: int, frame: FrameType | None) -> None:
+            log.warning("received %s: stopping after the current batch", signal.Signals(signum).name)
+            self.request_stop(signal.Signals(signum).name)
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def _start(self) -> StreamingQuery:
+        cfg = self.cfg
+        kafka = source.read_stream(self.spark, cfg.source, starting_offsets(self.spark, cfg, self.writer))
+        return (
+            kafka.writeStream.foreachBatch(self.writer)
+            .queryName(f"icetide_{cfg.name.replace('-', '_')}")
+            .option("checkpointLocation", cfg.checkpoint_dir())
+            .trigger(processingTime=cfg.stream.trigger_interval)
+            .start()
+        )
+
+    def run(self, duration: float | None = None, until_idle: bool = False) -> RunSummary:
+        """Run until SIGTERM/SIGINT, ``duration`` seconds, or (``until_idle``) no new data."""
+        deadline = None if duration is None else time.monotonic() + duration
+        restarts = 0
+        while True:
+            self.query = self._start()
+            log.info("pipeline %s started (run %s, query %s)", self.cfg.name, self.run_id, self.query.id)
+            try:
+                self._watch(deadline, until_idle)
+                break
+            except IcetideError:
+                raise
+            except Exception as e:  # noqa: BLE001 - Spark surfaces failures as StreamingQueryException
+                restarts += 1
+                self.writer.forget_watermarks()
+                if restarts > self.cfg.stream.restart_attempts or _terminal(e):
+                    raise
+                wait = min(60.0, 2.0**restarts)
+                log.warning("query failed (%s); restart %d/%d in %.0fs", _first_line(e), restarts,
+                            self.cfg.stream.restart_attempts, wait)
+                if self._stop.wait(wait):
+                    break
+        return RunSummary(self.run_id, self.writer.counters, self._stopped_by)
+
+    def _watch(self, deadline: float | None, until_idle: bool) -> None:
+        q = self.query
+        assert q is not None
+        idle_since: float | None = None
+        while True:
+            if q.awaitTermination(0.5):
+                exc = q.exception()
+                if exc is not None:
+                    raise exc
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                self.request_stop("duration")
+            if until_idle:
+                p = q.lastProgress
+                if p is not None and p.get("numInputRows", 0) == 0 and not q.status["isTriggerActive"]:
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since > max(2.0, self.cfg.stream.trigger_seconds() * 2):
+                        self.request_stop("idle")
+                else:
+                    idle_since = None
+            if self._stop.is_set():
+                self._stop_gracefully(q)
+                return
+
+    def _stop_gracefully(self, q: StreamingQuery, timeout: float = 120.0) -> None:
+        """Let the running batch finish (bounded), then stop the query."""
+        end = time.monotonic() + timeout
+        while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < end:
+            time.sleep(0.2)
+        q.stop()
+        log.info("pipeline %s stopped (%s)", self.cfg.name, self._stopped_by)
+
+    def close(self) -> None:
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+
+
+def _terminal(e: BaseException) -> bool:
+    text = str(e)
+    markers = ("AnalysisException", "ConfigError", "IdentifierError", "SCHEMA", "Cannot write",
+               "OffsetOutOfRange", "data loss", "IllegalArgumentException")
+    return any(m in text for m in markers)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]

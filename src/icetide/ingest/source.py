@@ -1,0 +1,86 @@
+"""The Kafka side: reachability, partition discovery, the streaming reader."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING
+
+from icetide.config.models import KafkaSource
+from icetide.errors import ServiceUnreachableError
+from icetide.ingest.offsets import TopicPartition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SECRET_HINTS = ("password", "secret", "jaas", "token", "key")
+
+
+def _client_conf(src: KafkaSource) -> dict[str, str]:
+    conf = {"bootstrap.servers": src.bootstrap_servers}
+    # librdkafka understands the common security settings under the same names.
+    for k, v in src.options.items():
+        if k.startswith(("security.", "sasl.", "ssl.")) and "jaas" not in k:
+            conf[k] = v
+    return conf
+
+
+def list_partitions(src: KafkaSource, timeout: float = 10.0) -> dict[str, list[int]]:
+    """Topics this source reads, with their partitions; raises if Kafka is unreachable."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    errors: list[str] = []
+    conf = {**_client_conf(src), "error_cb": lambda e: errors.append(str(e))}
+    try:
+        md = AdminClient(conf).list_topics(timeout=timeout)
+    except KafkaException as e:
+        detail = errors[-1] if errors else str(e)
+        raise ServiceUnreachableError(
+            f"source.bootstrap_servers: cannot reach Kafka at {src.bootstrap_servers} ({detail})"
+        ) from None
+    if src.topics is not None:
+        wanted = [t for t in src.topics]
+    else:
+        pattern = re.compile(src.topic_pattern or "")
+        wanted = [t for t in md.topics if pattern.fullmatch(t)]
+    return {t: sorted(md.topics[t].partitions) for t in wanted if t in md.topics and md.topics[t].partitions}
+
+
+def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int]) -> str:
+    """Spark's ``startingOffsets`` JSON: resume points, and the configured default elsewhere.
+
+    Spark requires every partition of every subscribed topic to be listed once specific offsets
+    are given; partitions without a resume point start at ``source.starting_offsets``.
+    """
+    default = -2 if src.starting_offsets == "earliest" else -1
+    out: dict[str, dict[str, int]] = {}
+    for topic, parts in list_partitions(src).items():
+        out[topic] = {str(p): resume.get((topic, p), default) for p in parts}
+    return json.dumps(out, sort_keys=True)
+
+
+def read_stream(spark: SparkSession, src: KafkaSource, starting_offsets: str) -> DataFrame:
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", src.bootstrap_servers)
+        .option("startingOffsets", starting_offsets)
+        .option("failOnDataLoss", "true")
+        .option("includeHeaders", "false")
+    )
+    if src.topics is not None:
+        reader = reader.option("subscribe", ",".join(src.topics))
+    else:
+        reader = reader.option("subscribePattern", src.topic_pattern or "")
+    if src.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(src.max_offsets_per_trigger))
+    if src.min_partitions:
+        reader = reader.option("minPartitions", str(src.min_partitions))
+    for k, v in src.options.items():
+        reader = reader.option(f"kafka.{k}", v)
+    return reader.load()
+
+
+def redacted(options: dict[str, str]) -> dict[str, str]:
+    """Options safe to log: values of anything that looks like a secret are masked."""
+    return {k: ("***" if any(h in k.lower() for h in SECRET_HINTS) else v) for k, v in options.items()}

@@ -1,0 +1,75 @@
+"""Creating target tables: namespace, schema, partition transforms, streaming-tuned properties.
+
+Tables are created through DataFrameWriterV2, not SQL text, so no column name from a record or a
+config ever becomes SQL. Namespaces and table names are validated identifiers.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.functions import partitioning as P
+from pyspark.sql.types import StructType
+
+from icetide.config.models import TRANSFORM_RE
+from icetide.identifiers import validate_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def partition_column(transform: str) -> Column:
+    m = TRANSFORM_RE.fullmatch(transform)
+    if m is None:
+        raise ValueError(f"not a partition transform: {transform!r}")
+    if m.group("fn"):
+        fn = {"years": P.years, "months": P.months, "days": P.days, "hours": P.hours}[m.group("fn")]
+        return fn(F.col(m.group("col1")))
+    if m.group("pfn"):
+        fn2 = P.bucket if m.group("pfn") == "bucket" else _truncate
+        return fn2(int(m.group("n")), F.col(m.group("col2")))
+    return F.col(m.group("col3"))
+
+
+def _truncate(width: int, col: Column) -> Column:
+    # pyspark has no partitioning.truncate; the Iceberg transform is reachable by name.
+    return F.call_function("truncate", F.lit(width), col)
+
+
+def table_exists(spark: SparkSession, table: str) -> bool:
+    return bool(spark.catalog.tableExists(table))
+
+
+def ensure_table(
+    spark: SparkSession,
+    catalog: str,
+    table: str,
+    schema: StructType,
+    partition_by: list[str],
+    properties: dict[str, str],
+) -> str:
+    """Create ``catalog.namespace.table`` if missing; return the qualified name."""
+    namespace, name = table.split(".")
+    qualified = f"{validate_name(catalog)}.{validate_name(namespace)}.{validate_name(name)}"
+    if table_exists(spark, qualified):
+        return qualified
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
+    empty = spark.createDataFrame([], schema)
+    writer = empty.writeTo(qualified).using("iceberg")
+    for k, v in properties.items():
+        writer = writer.tableProperty(k, v)
+    if partition_by:
+        cols = [partition_column(t) for t in partition_by]
+        writer = writer.partitionedBy(cols[0], *cols[1:])
+    try:
+        writer.create()
+        log.info("created table %s partitioned by %s", qualified, partition_by or "nothing")
+    except Exception as e:  # noqa: BLE001 - lost a create race with another writer
+        if "already exists" not in str(e).lower() and "TABLE_OR_VIEW_ALREADY_EXISTS" not in str(e):
+            raise
+    return qualified
