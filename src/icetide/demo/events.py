@@ -44,7 +44,7 @@ def event(i: int, now: datetime, rng: random.Random, drift: bool, pad: int = 0) 
 
 
 def sample_values(n: int, bad_every: int = 0, drift_after: float = 0.5, seed: int = 7,
-                  pad: int = 0) -> Iterator[tuple[bytes | None, str | None]]:
+                  pad: int = 0, first_id: int = 0) -> Iterator[tuple[bytes | None, str | None]]:
     """Yield ``(value, expected_error_class)``; good events have error class None."""
     rng = random.Random(seed)
     now = datetime.now(UTC)
@@ -52,7 +52,7 @@ def sample_values(n: int, bad_every: int = 0, drift_after: float = 0.5, seed: in
         if bad_every and i % bad_every == bad_every - 1:
             yield BAD_VALUES[(i // bad_every) % len(BAD_VALUES)]
         else:
-            e = event(i, now, rng, drift=i >= n * drift_after, pad=pad)
+            e = event(first_id + i, now, rng, drift=i >= n * drift_after, pad=pad)
             yield json.dumps(e, separators=(",", ":")).encode(), None
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from icetide.catalog import check_reachable
 from icetide.config.models import PipelineConfig
 from icetide.errors import CheckpointMismatchError, IcetideError
 from icetide.ingest import source
@@ -81,7 +82,9 @@ class Runner:
 
     def __init__(self, cfg: PipelineConfig, spark: SparkSession | None = None) -> None:
         self.cfg = cfg
-        source.list_partitions(cfg.source)  # fail fast, naming the key, if Kafka is unreachable
+        # Fail fast, naming the key, before starting Spark.
+        check_reachable(cfg)
+        source.list_partitions(cfg.source)
         self.spark = spark or build_session(cfg)
         self.run_id = uuid.uuid4().hex[:12]
         self.writer = BatchWriter(self.spark, cfg, self.run_id)

@@ -31,11 +31,11 @@ def list_partitions(src: KafkaSource, timeout: float = 10.0) -> dict[str, list[i
     from confluent_kafka.admin import AdminClient
 
     errors: list[str] = []
-    conf = {**_client_conf(src), "error_cb": lambda e: errors.append(str(e))}
+    conf = {**_client_conf(src), "error_cb": lambda e: errors.append(e.str()), "log_level": 0}
     try:
         md = AdminClient(conf).list_topics(timeout=timeout)
     except KafkaException as e:
-        detail = errors[-1] if errors else str(e)
+        detail = e.args[0].str() if e.args and hasattr(e.args[0], "str") else str(e)
         raise ServiceUnreachableError(
             f"source.bootstrap_servers: cannot reach Kafka at {src.bootstrap_servers} ({detail})"
         ) from None

@@ -134,7 +134,7 @@ class LocalKafka:
                 raise ServiceUnreachableError(f"the Kafka broker exited during start-up:\n{tail}")
             if port_open(HOST, self.port):
                 try:
-                    md = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=5)
+                    md = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(timeout=5)
                     if md.brokers:
                         return
                 except Exception:  # noqa: BLE001 - not ready yet

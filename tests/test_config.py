@@ -1,0 +1,133 @@
+"""Bad config fails at start-up with one line naming the key to fix (exact lines asserted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from icetide.config import load_config
+from icetide.errors import ConfigError
+from tests.conftest import icetide_cli
+
+BASE = {
+    "name": "orders",
+    "source": {"bootstrap_servers": "127.0.0.1:9092", "topics": ["orders"]},
+    "target": {"table": "raw.orders"},
+}
+
+
+def write(tmp_path: Path, data: dict) -> Path:  # type: ignore[type-arg]
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def errors_for(tmp_path: Path, data: dict) -> str:  # type: ignore[type-arg]
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, data))
+    return str(e.value).replace(str(tmp_path / "p.yaml"), "p.yaml")
+
+
+def test_valid_minimal_config_gets_defaults(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, BASE))
+    assert cfg.catalog.type == "jdbc"
+    assert cfg.stream.trigger_seconds() == 60
+    assert cfg.target.table_properties()["write.parquet.compression-codec"] == "zstd"
+    assert cfg.checkpoint_dir() == str(tmp_path / ".icetide/checkpoints/orders")
+
+
+def test_unknown_key(tmp_path: Path) -> None:
+    data = {**BASE, "source": {**BASE["source"], "bootstrap_server": "x:1"}}
+    assert errors_for(tmp_path, data) == (
+        "p.yaml: unknown key 'source.bootstrap_server' (allowed: bootstrap_servers, max_offsets_per_trigger, "
+        "max_value_bytes, min_partitions, options, starting_offsets, topic_pattern, topics)"
+    )
+
+
+def test_unknown_top_level_section(tmp_path: Path) -> None:
+    assert errors_for(tmp_path, {**BASE, "sink": {}}).startswith("p.yaml: unknown key 'sink' (allowed: catalog,")
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    data = {**BASE, "source": {**BASE["source"], "max_offsets_per_trigger": "lots"}}
+    assert errors_for(tmp_path, data) == (
+        "p.yaml: source.max_offsets_per_trigger: Input should be a valid integer, unable to parse string "
+        "as an integer (got 'lots')"
+    )
+
+
+def test_missing_key(tmp_path: Path) -> None:
+    data = {k: v for k, v in BASE.items() if k != "target"}
+    assert errors_for(tmp_path, data) == "p.yaml: target: required key is missing"
+
+
+def test_bad_interval_and_transform(tmp_path: Path) -> None:
+    data = {**BASE, "stream": {"trigger_interval": "fast"},
+            "target": {"table": "raw.orders", "partition_by": ["days(ts"]}}
+    assert errors_for(tmp_path, data).splitlines() == [
+        "p.yaml: target.partition_by: 'days(ts' is not a partition transform; use a column name, "
+        "years|months|days|hours(col), bucket(N, col) or truncate(N, col)",
+        "p.yaml: stream.trigger_interval: 'fast' is not an interval; write e.g. '10 seconds', '500 ms', "
+        "'2 minutes' (got 'fast')",
+    ]
+
+
+def test_bad_table_identifier(tmp_path: Path) -> None:
+    data = {**BASE, "target": {"table": "raw.orders; DROP TABLE x"}}
+    assert errors_for(tmp_path, data) == (
+        "p.yaml: target.table: table name 'orders; DROP TABLE x' is not allowed: use 1-128 characters of "
+        "a-z, 0-9 and _, starting with a letter or _ (got 'raw.orders; DROP TABLE x')"
+    )
+
+
+def test_topics_xor_pattern(tmp_path: Path) -> None:
+    data = {**BASE, "source": {"bootstrap_servers": "h:1", "topics": ["a"], "topic_pattern": "a.*"}}
+    assert errors_for(tmp_path, data) == "p.yaml: source: set exactly one of 'topics' or 'topic_pattern'"
+
+
+def test_env_override_and_interpolation(tmp_path: Path) -> None:
+    data = {**BASE, "catalog": {"type": "rest", "uri": "http://127.0.0.1:1", "token": "${TOK}"}}
+    env = {"TOK": "s3cret", "ICETIDE__SOURCE__MAX_OFFSETS_PER_TRIGGER": "5000",
+           "ICETIDE__STREAM__TRIGGER_INTERVAL": "5 seconds"}
+    cfg = load_config(write(tmp_path, data), env=env)
+    assert cfg.source.max_offsets_per_trigger == 5000
+    assert cfg.stream.trigger_seconds() == 5
+    assert cfg.catalog.token is not None and cfg.catalog.token.get_secret_value() == "s3cret"
+    assert "s3cret" not in repr(cfg)
+
+
+def test_missing_env_var_names_it(tmp_path: Path) -> None:
+    data = {**BASE, "catalog": {"type": "rest", "uri": "http://h:1", "token": "${NOPE_TOKEN}"}}
+    with pytest.raises(ConfigError, match=r"environment variable NOPE_TOKEN is not set"):
+        load_config(write(tmp_path, data), env={})
+
+
+def test_cli_unreachable_kafka_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    data = {**BASE, "source": {"bootstrap_servers": "127.0.0.1:1", "topics": ["orders"]}}
+    res = icetide_cli("check", "-c", str(write(tmp_path, data)), timeout=120)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert lines[-1].startswith("icetide: source.bootstrap_servers: cannot reach Kafka at 127.0.0.1:1 ("), res.stderr
+
+
+def test_cli_unreachable_rest_catalog(tmp_path: Path) -> None:
+    data = {**BASE, "catalog": {"type": "rest", "uri": "http://127.0.0.1:1/api"}}
+    res = icetide_cli("run", "-c", str(write(tmp_path, data)), timeout=120)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines()[-1].startswith(
+        "icetide: catalog.uri: cannot reach the REST catalog at http://127.0.0.1:1/api ("
+    ), res.stderr
+
+
+def test_cli_config_error_exit_2(tmp_path: Path) -> None:
+    res = icetide_cli("run", "-c", str(write(tmp_path, {**BASE, "sink": 1})), timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip().startswith("icetide: ") and "unknown key 'sink'" in res.stderr
+
+
+def test_cli_missing_file(tmp_path: Path) -> None:
+    res = icetide_cli("run", "-c", str(tmp_path / "nope.yaml"), timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip() == f"icetide: {tmp_path / 'nope.yaml'}: config file not found (pass the path with -c/--config)"
