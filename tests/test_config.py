@@ -130,4 +130,5 @@ def test_cli_config_error_exit_2(tmp_path: Path) -> None:
 def test_cli_missing_file(tmp_path: Path) -> None:
     res = icetide_cli("run", "-c", str(tmp_path / "nope.yaml"), timeout=60)
     assert res.returncode == 2
-    assert res.stderr.strip() == f"icetide: {tmp_path / 'nope.yaml'}: config file not found (pass the path with -c/--config)"
+    missing = tmp_path / "nope.yaml"
+    assert res.stderr.strip() == f"icetide: {missing}: config file not found (pass the path with -c/--config)"

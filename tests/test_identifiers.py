@@ -8,7 +8,8 @@ from icetide.errors import IdentifierError
 from icetide.identifiers import validate_name, validate_pipeline, validate_table, validate_topic
 
 HOSTILE = [
-    "../x", "a.b.c.d", "`t`", "'t'", '"t"', "t; DROP TABLE x", "x" * 10_000, "ｅvents", "evеnts",  # fullwidth, Cyrillic e
+    "../x", "a.b.c.d", "`t`", "'t'", '"t"', "t; DROP TABLE x", "x" * 10_000,
+    "ｅvents", "evеnts",  # fullwidth e, Cyrillic e
     "", " ", "t\n", "t\x00", "a/b", "a\\b", "drop", "SELECT", "Events",
 ]
 

@@ -6,7 +6,7 @@ from icetide.ingest.offsets import BatchRanges, Watermark, commit_properties, re
 
 
 def test_roundtrip_summary_and_property() -> None:
-    ranges = BatchRanges({("t", 0): (10, 20), ("t", 1): (5, 9)}, 1000, 2000)
+    ranges = BatchRanges({("t", 0): (10, 20), ("t", 1): (5, 9)}, planned_at_ms=2000)
     props = commit_properties("p1", "run1", 7, ranges, {("t", 0): 20, ("t", 1): 9, ("u", 0): 3})
     wm = Watermark.from_summary(props, committed_at_ms=42)
     assert wm.offsets == {("t", 0): 20, ("t", 1): 9, ("u", 0): 3}
@@ -14,7 +14,7 @@ def test_roundtrip_summary_and_property() -> None:
     assert wm.batch_ranges is not None and wm.batch_ranges.ranges == ranges.ranges
     again = Watermark.from_property(wm.to_property())
     assert again.offsets == wm.offsets and again.batch == 7 and again.committed_at_ms == 42
-    assert props["icetide.kafka-ts-max"] == "2000"
+    assert props["icetide.batch-planned-at-ms"] == "2000"
 
 
 def test_covers_and_advanced() -> None:

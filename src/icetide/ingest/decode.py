@@ -102,16 +102,20 @@ def _json_path_safe(name: str) -> bool:
     return name.replace("_", "").isalnum()
 
 
+def is_good() -> Column:
+    return F.col(ERROR_CLASS).isNull()
+
+
 def good_rows(parsed: DataFrame, schema: StructType, kafka_columns: bool) -> DataFrame:
     cols = [F.col(PARSED)[f.name].alias(f.name) for f in schema.fields]
     if kafka_columns:
         cols += [F.col(c) for c in KAFKA_COLUMNS[:-1]]
         cols.append(F.col("_kafka_key").cast("string").alias("_kafka_key"))
-    return parsed.where(F.col(ERROR_CLASS).isNull()).select(*cols)
+    return parsed.select(*cols)
 
 
 def dead_letter_rows(parsed: DataFrame, pipeline: str, target_table: str) -> DataFrame:
-    return parsed.where(F.col(ERROR_CLASS).isNotNull()).select(
+    return parsed.select(
         *[F.col(c) for c in KAFKA_COLUMNS],
         F.col("value"),
         F.lit(pipeline).alias("pipeline"),

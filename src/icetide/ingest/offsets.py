@@ -31,8 +31,7 @@ K_RUN = "icetide.run"
 K_BATCH = "icetide.batch"
 K_BATCH_OFFSETS = "icetide.batch-offsets"
 K_WATERMARK = "icetide.watermark"
-K_KAFKA_TS_MAX = "icetide.kafka-ts-max"
-K_KAFKA_TS_MIN = "icetide.kafka-ts-min"
+K_PLANNED_AT = "icetide.batch-planned-at-ms"
 PROPERTY_PREFIX = "icetide.watermark."
 
 TopicPartition = tuple[str, int]
@@ -57,8 +56,7 @@ class BatchRanges:
     """Offset ranges ``[start, end)`` per topic-partition that one micro-batch covered."""
 
     ranges: dict[TopicPartition, tuple[int, int]]
-    kafka_ts_min: int | None = None
-    kafka_ts_max: int | None = None
+    planned_at_ms: int | None = None
 
     def encode(self) -> str:
         return _encode(self.ranges)
@@ -141,9 +139,8 @@ def commit_properties(pipeline: str, run: str, batch: int, ranges: BatchRanges,
         K_BATCH_OFFSETS: ranges.encode(),
         K_WATERMARK: _encode(watermark),
     }
-    if ranges.kafka_ts_min is not None and ranges.kafka_ts_max is not None:
-        props[K_KAFKA_TS_MIN] = str(ranges.kafka_ts_min)
-        props[K_KAFKA_TS_MAX] = str(ranges.kafka_ts_max)
+    if ranges.planned_at_ms is not None:
+        props[K_PLANNED_AT] = str(ranges.planned_at_ms)
     return props
 
 

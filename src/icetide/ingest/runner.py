@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from icetide.catalog import check_reachable
 from icetide.config.models import PipelineConfig
 from icetide.errors import CheckpointMismatchError, IcetideError
-from icetide.ingest import source
+from icetide.ingest import checkpoint, source
 from icetide.ingest.offsets import Watermark, resume_offsets
 from icetide.ingest.sink import BatchWriter, PipelineCounters
 from icetide.ingest.tables import table_exists
@@ -23,7 +23,7 @@ from icetide.spark import build_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +33,6 @@ class RunSummary:
     run_id: str
     counters: PipelineCounters
     stopped_by: str
-
-
-def checkpoint_exists(spark: SparkSession, location: str) -> bool:
-    """True if Spark has written offsets there (works for local paths and any Hadoop FS URI)."""
-    jvm = spark._jvm
-    assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/offsets")
-    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[union-attr]
-    return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
 
 
 def table_watermarks(spark: SparkSession, writer: BatchWriter) -> dict[str, Watermark]:
@@ -57,7 +48,7 @@ def table_watermarks(spark: SparkSession, writer: BatchWriter) -> dict[str, Wate
 def starting_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter) -> str:
     """Where the query starts when it has no checkpoint (ignored by Spark when one exists)."""
     ckpt = cfg.checkpoint_dir()
-    if checkpoint_exists(spark, ckpt):
+    if checkpoint.exists(spark, ckpt):
         log.info("resuming from checkpoint %s", ckpt)
         return cfg.source.starting_offsets
     wms = table_watermarks(spark, writer)
@@ -118,7 +109,7 @@ class Runner:
     def run(self, duration: float | None = None, until_idle: bool = False) -> RunSummary:
         """Run until SIGTERM/SIGINT, ``duration`` seconds, or (``until_idle``) no new data."""
         deadline = None if duration is None else time.monotonic() + duration
-        restarts = 0
+        restarts = known = 0
         while True:
             self.query = self._start()
             log.info("pipeline %s started (run %s, query %s)", self.cfg.name, self.run_id, self.query.id)
@@ -127,9 +118,15 @@ class Runner:
                 break
             except IcetideError:
                 raise
-            except Exception as e:  # noqa: BLE001 - Spark surfaces failures as StreamingQueryException
-                restarts += 1
+            except Exception as e:
                 self.writer.forget_watermarks()
+                if _spark_kafka_metrics_npe(e) and known < 10:
+                    # SPARK-55271: Spark 4.1's Kafka source fails progress reporting after a batch
+                    # replayed from the checkpoint. The batch itself committed; restart at once.
+                    known += 1
+                    log.warning("restarting after Spark's Kafka metrics NPE (SPARK-55271)")
+                    continue
+                restarts += 1
                 if restarts > self.cfg.stream.restart_attempts or _terminal(e):
                     raise
                 wait = min(60.0, 2.0**restarts)
@@ -144,7 +141,7 @@ class Runner:
         assert q is not None
         idle_since: float | None = None
         while True:
-            if q.awaitTermination(0.5):
+            if q.awaitTermination(1):
                 exc = q.exception()
                 if exc is not None:
                     raise exc
@@ -174,6 +171,14 @@ class Runner:
     def close(self) -> None:
         if self.query is not None and self.query.isActive:
             self.query.stop()
+
+
+_SPARK_55271 = ('Cannot invoke "scala.collection.IterableOps.map(scala.Function1)" because the '
+                'return value of "scala.Option.get()" is null')
+
+
+def _spark_kafka_metrics_npe(e: BaseException) -> bool:
+    return _SPARK_55271 in str(e)
 
 
 def _terminal(e: BaseException) -> bool:

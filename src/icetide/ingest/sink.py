@@ -11,19 +11,19 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from pyspark import StorageLevel
-from pyspark.sql import Column
+from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
 
 from icetide.config.models import COLUMN_RE, PipelineConfig
 from icetide.errors import ConfigError
-from icetide.ingest import decode
+from icetide.ingest import checkpoint, decode
 from icetide.ingest.offsets import (
     PROPERTY_PREFIX,
     BatchRanges,
@@ -104,7 +104,7 @@ class BatchWriter:
         elif t.schema_ddl:
             try:
                 parsed = _parse_datatype_string(t.schema_ddl)
-            except Exception as e:  # noqa: BLE001 - Spark parse errors vary in type
+            except Exception as e:
                 raise ConfigError(f"target.schema: not a valid Spark DDL schema: {e}") from None
             if not isinstance(parsed, StructType):
                 raise ConfigError("target.schema: must be a list of columns like 'id STRING, ts TIMESTAMP'")
@@ -171,47 +171,69 @@ class BatchWriter:
         kafka_rows = decode.with_kafka_columns(df)
         schema = self.resolve_schema(kafka_rows)
         parsed = decode.parse(kafka_rows, schema, self.cfg.source.max_value_bytes)
-        parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            ranges, good, bad = _batch_ranges(parsed)
-            if not ranges.ranges:
-                return None
-            written: dict[str, int] = {}
-            skipped: list[str] = []
-            meta = self.cfg.target.kafka_metadata_columns
-            plan: list[tuple[str, int, Callable[[DataFrame], DataFrame]]] = [
-                (self.target, good, lambda d: decode.good_rows(d, schema, meta)),
-                (self.dead_letter_table, bad,
-                 lambda d: decode.dead_letter_rows(d, self.cfg.name, self.cfg.target.table)),
-            ]
-            for table, n, project in plan:
-                if n == 0:
-                    continue
-                if self._commit(table, parsed, project, batch_id, ranges):
-                    written[table] = n
-                else:
-                    skipped.append(table)
-            return BatchResult(batch_id, good + bad, {k: v for k, v in written.items()
-                                                      if k != self.dead_letter_table},
-                               written.get(self.dead_letter_table, 0), skipped,
-                               time.monotonic() - started, ranges.kafka_ts_max)
-        finally:
-            parsed.unpersist()
+        ranges = self._ranges(batch_id, parsed)
+        if not ranges.ranges:
+            return None
+        meta = self.cfg.target.kafka_metadata_columns
+        good, bad = decode.is_good(), ~decode.is_good()
+        # One pass for the common case: the target write also counts good and bad records.
+        stats = Observation(f"icetide_{batch_id}_{uuid.uuid4().hex[:8]}")
+        observed = parsed.observe(
+            stats,
+            F.count_if(good).alias("good"), F.count_if(bad).alias("bad"),
+            F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max"),
+        )
+        written: dict[str, int] = {}
+        skipped: list[str] = []
+        n = self._commit(self.target, observed.where(good), lambda d: decode.good_rows(d, schema, meta),
+                         batch_id, ranges)
+        if n is None:
+            skipped.append(self.target)
+            counts = parsed.agg(F.count_if(good).alias("good"), F.count_if(bad).alias("bad"),
+                                F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max")).first()
+            totals = counts.asDict() if counts is not None else {"good": 0, "bad": 0, "ts_max": None}
+        else:
+            written[self.target] = n
+            totals = stats.get
+        dead = 0
+        if totals["bad"]:
+            # Recomputes the batch from Kafka; only batches that hold bad records pay for it.
+            d = self._commit(self.dead_letter_table, parsed.where(bad),
+                             lambda x: decode.dead_letter_rows(x, self.cfg.name, self.cfg.target.table),
+                             batch_id, ranges)
+            if d is None:
+                skipped.append(self.dead_letter_table)
+            else:
+                dead = d
+        return BatchResult(batch_id, int(totals["good"] or 0) + int(totals["bad"] or 0), written, dead,
+                           skipped, time.monotonic() - started, totals["ts_max"])
 
-    def _commit(self, table: str, parsed: DataFrame, project: Callable[[DataFrame], DataFrame],
-                batch_id: int, ranges: BatchRanges) -> bool:
+    def _ranges(self, batch_id: int, parsed: DataFrame) -> BatchRanges:
+        """The batch's offsets from Spark's offset log; a scan of the batch only as a fallback."""
+        location = self.cfg.checkpoint_dir()
+        offsets = checkpoint.batch_offsets(self.spark, location, batch_id)
+        if offsets is None:
+            log.warning("offset log of batch %s not readable in %s; scanning the batch", batch_id, location)
+            return _scan_ranges(parsed)
+        planned = checkpoint.batch_time_ms(self.spark, location, batch_id)
+        return BatchRanges(offsets, planned_at_ms=planned)
+
+    def _commit(self, table: str, rows: DataFrame, project: Callable[[DataFrame], DataFrame],
+                batch_id: int, ranges: BatchRanges) -> int | None:
+        """Append the rows not yet in ``table``; None if the table already holds the whole batch."""
         wm = self.watermark(table)
         if wm is not None and wm.covers(ranges):
             log.info("batch %s already in %s (watermark %s); skipped", batch_id, table, wm.encode())
-            return False
-        rows = parsed
+            return None
         if wm is not None:
             keep = _not_below(wm, ranges)
             if keep is not None:
                 rows = rows.where(keep)
         new = Watermark(offsets=(wm or Watermark()).advanced(ranges), run=self.run_id, batch=batch_id,
                         batch_ranges=ranges, committed_at_ms=int(time.time() * 1000))
-        writer = project(rows).writeTo(table)
+        counted = Observation(f"icetide_{batch_id}_{uuid.uuid4().hex[:8]}")
+        log.info("committing batch %s to %s", batch_id, table)
+        writer = project(rows).observe(counted, F.count(F.lit(1)).alias("n")).writeTo(table)
         for k, v in commit_properties(self.cfg.name, self.run_id, batch_id, ranges, new.offsets).items():
             writer = writer.option(f"snapshot-property.{k}", v)
         writer.append()
@@ -219,7 +241,7 @@ class BatchWriter:
         self._mirror(table, new)
         if self.on_commit is not None:
             self.on_commit(table, new)
-        return True
+        return int(counted.get["n"])
 
     def _mirror(self, table: str, wm: Watermark) -> None:
         """Copy the watermark into a table property so it outlives snapshot expiry."""
@@ -231,26 +253,12 @@ class BatchWriter:
         )
 
 
-def _batch_ranges(parsed: DataFrame) -> tuple[BatchRanges, int, int]:
-    """Offsets per partition and good/bad counts of the batch, in one pass over the cached rows."""
-    rows = (
-        parsed.groupBy("_kafka_topic", "_kafka_partition")
-        .agg(
-            F.min("_kafka_offset").alias("lo"),
-            F.max("_kafka_offset").alias("hi"),
-            F.count_if(F.col(decode.ERROR_CLASS).isNull()).alias("good"),
-            F.count_if(F.col(decode.ERROR_CLASS).isNotNull()).alias("bad"),
-            F.min(F.unix_millis("_kafka_timestamp")).alias("ts_min"),
-            F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max"),
-        )
-        .collect()
-    )
-    ranges = {(r["_kafka_topic"], int(r["_kafka_partition"])): (int(r["lo"]), int(r["hi"]) + 1) for r in rows}
-    ts_min = min((r["ts_min"] for r in rows if r["ts_min"] is not None), default=None)
-    ts_max = max((r["ts_max"] for r in rows if r["ts_max"] is not None), default=None)
-    good = sum(int(r["good"]) for r in rows)
-    bad = sum(int(r["bad"]) for r in rows)
-    return BatchRanges(ranges, ts_min, ts_max), good, bad
+def _scan_ranges(parsed: DataFrame) -> BatchRanges:
+    """Offsets per partition by scanning the batch (fallback when the offset log is unreadable)."""
+    rows = parsed.groupBy("_kafka_topic", "_kafka_partition").agg(
+        F.min("_kafka_offset").alias("lo"), F.max("_kafka_offset").alias("hi")).collect()
+    return BatchRanges({(r["_kafka_topic"], int(r["_kafka_partition"])): (int(r["lo"]), int(r["hi"]) + 1)
+                        for r in rows})
 
 
 def _not_below(wm: Watermark, ranges: BatchRanges) -> Column | None:

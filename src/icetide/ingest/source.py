@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from icetide.config.models import KafkaSource
 from icetide.errors import ServiceUnreachableError
@@ -31,7 +31,7 @@ def list_partitions(src: KafkaSource, timeout: float = 10.0) -> dict[str, list[i
     from confluent_kafka.admin import AdminClient
 
     errors: list[str] = []
-    conf = {**_client_conf(src), "error_cb": lambda e: errors.append(e.str()), "log_level": 0}
+    conf: dict[str, Any] = {**_client_conf(src), "error_cb": lambda e: errors.append(e.str()), "log_level": 0}
     try:
         md = AdminClient(conf).list_topics(timeout=timeout)
     except KafkaException as e:
@@ -54,10 +54,30 @@ def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int]) -
     are given; partitions without a resume point start at ``source.starting_offsets``.
     """
     default = -2 if src.starting_offsets == "earliest" else -1
+    parts = list_partitions(src)
+    low = low_watermarks(src, [(t, p) for t, ps in parts.items() for p in ps if (t, p) in resume])
     out: dict[str, dict[str, int]] = {}
-    for topic, parts in list_partitions(src).items():
-        out[topic] = {str(p): resume.get((topic, p), default) for p in parts}
+    for topic, ps in parts.items():
+        # A resume point older than what Kafka still retains starts at the oldest retained offset
+        # (Spark would otherwise fail the query with failOnDataLoss).
+        out[topic] = {str(p): max(resume[(topic, p)], low[(topic, p)]) if (topic, p) in resume else default
+                      for p in ps}
     return json.dumps(out, sort_keys=True)
+
+
+def low_watermarks(src: KafkaSource, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """Oldest offset Kafka still retains, per partition."""
+    if not tps:
+        return {}
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    c = Consumer({**_client_conf(src), "group.id": "icetide-offset-probe", "log_level": 0,
+                  "enable.auto.commit": False})
+    try:
+        return {(t, p): int(c.get_watermark_offsets(KafkaTopicPartition(t, p), timeout=10)[0]) for t, p in tps}
+    finally:
+        c.close()
 
 
 def read_stream(spark: SparkSession, src: KafkaSource, starting_offsets: str) -> DataFrame:

@@ -69,7 +69,7 @@ def ensure_table(
     try:
         writer.create()
         log.info("created table %s partitioned by %s", qualified, partition_by or "nothing")
-    except Exception as e:  # noqa: BLE001 - lost a create race with another writer
+    except Exception as e:
         if "already exists" not in str(e).lower() and "TABLE_OR_VIEW_ALREADY_EXISTS" not in str(e):
             raise
     return qualified

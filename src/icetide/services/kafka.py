@@ -137,7 +137,7 @@ class LocalKafka:
                     md = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(timeout=5)
                     if md.brokers:
                         return
-                except Exception:  # noqa: BLE001 - not ready yet
+                except Exception:
                     pass
             time.sleep(0.5)
         raise ServiceUnreachableError(f"the Kafka broker on {self.bootstrap} was not ready in {timeout:.0f}s")

@@ -1,0 +1,293 @@
+"""Ingest benchmark: vanilla Spark ``readStream.format("kafka")`` → ``writeStream.format("iceberg")``
+against ``icetide run``, in one run, on one machine, same topic, same trigger, same Spark settings.
+
+Phase 1 (throughput): a backlog of N JSON events (~300 B) on one 4-partition topic; each system
+drains it from a fresh JVM; events/s = rows / (end of last batch - start of first batch).
+Phase 2 (freshness): events produced at a steady rate while the pipeline runs; per row, the commit
+time of the snapshot that added it minus its Kafka timestamp; p50/p99.
+
+Systems: ``vanilla`` (Iceberg table defaults), ``vanilla-tuned`` (the same table properties icetide
+sets, to separate table tuning from the write path), ``icetide``.
+
+    .venv/bin/python -m benchmarks.ingest.run [--events 2000000] [--rate 10000] [--seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+os.environ.setdefault("ICETIDE_HOME", str(REPO / ".icetide"))
+
+SCHEMA = "id STRING, event_time TIMESTAMP, user_id BIGINT, event_type STRING, amount DOUBLE, payload STRING"
+SYSTEMS = ("vanilla", "vanilla-tuned", "icetide")
+TRIGGER = "10 seconds"
+MAX_OFFSETS = 250_000
+
+
+def config(bootstrap: str, topic: str, table: str, work: Path) -> dict[str, Any]:
+    return {
+        "name": f"bench-{table.split('.')[-1].replace('_', '-')}"[:60],
+        "source": {"bootstrap_servers": bootstrap, "topics": [topic], "starting_offsets": "earliest",
+                   "max_offsets_per_trigger": MAX_OFFSETS},
+        "catalog": {"type": "jdbc", "uri": f"jdbc:sqlite:{work / 'catalog.db'}", "warehouse": str(work / "warehouse")},
+        "target": {"table": table, "schema": SCHEMA, "partition_by": ["days(event_time)"]},
+        "dead_letter": {"table": f"{table}_dlq"},
+        "stream": {"trigger_interval": TRIGGER, "checkpoint_location": str(work / "ckpt" / table)},
+        "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "6g"}},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# worker: one system, one JVM
+# --------------------------------------------------------------------------------------------
+def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    from icetide.config import load_config
+    from icetide.spark import build_session
+
+    cfg = load_config(cfg_path)
+    spark = build_session(cfg)
+    table = f"{cfg.catalog.name}.{cfg.target.table}"
+    started = time.time()
+    if system == "icetide":
+        from icetide.ingest.runner import Runner
+
+        runner = Runner(cfg, spark=spark)
+        if ready_file:
+            threading.Timer(8.0, ready_file.touch).start()
+        runner.run(duration=1800, until_idle=True)
+        query = runner.query
+    else:
+        ns = cfg.target.table.split(".")[0]
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cfg.catalog.name}.{ns}")
+        props = ""
+        if system == "vanilla-tuned":
+            props = " TBLPROPERTIES (" + ", ".join(
+                f"'{k}'='{v}'" for k, v in cfg.target.table_properties().items()) + ")"
+        spark.sql(f"CREATE TABLE {table} ({SCHEMA}, _kafka_topic STRING, _kafka_partition INT, "
+                  f"_kafka_offset BIGINT, _kafka_timestamp TIMESTAMP, _kafka_key STRING) USING iceberg "
+                  f"PARTITIONED BY (days(event_time)){props}")
+        kafka = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", cfg.source.bootstrap_servers)
+                 .option("subscribe", ",".join(cfg.source.topics or [])).option("startingOffsets", "earliest")
+                 .option("maxOffsetsPerTrigger", str(MAX_OFFSETS)).load())
+        rows = kafka.select(
+            F.from_json(F.col("value").cast("string"), SCHEMA).alias("j"), "topic", "partition", "offset",
+            "timestamp", "key",
+        ).select("j.*", F.col("topic").alias("_kafka_topic"), F.col("partition").alias("_kafka_partition"),
+                 F.col("offset").alias("_kafka_offset"), F.col("timestamp").alias("_kafka_timestamp"),
+                 F.col("key").cast("string").alias("_kafka_key"))
+        query = (rows.writeStream.format("iceberg").outputMode("append").trigger(processingTime=TRIGGER)
+                 .option("checkpointLocation", cfg.checkpoint_dir()).toTable(table))
+        if ready_file:
+            threading.Timer(8.0, ready_file.touch).start()
+        idle_since = None
+        while True:
+            time.sleep(0.5)
+            p = query.lastProgress
+            if p and p["numInputRows"] == 0 and not query.status["isTriggerActive"]:
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > 20:
+                    break
+            else:
+                idle_since = None
+        query.stop()
+    assert query is not None
+    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    t0 = min(_ts(p["timestamp"]) for p in batches)
+    t1 = max(_ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000 for p in batches)
+    processed = sum(p["numInputRows"] for p in batches)
+    count = spark.table(table).count()
+    fresh = spark.sql(f"""
+        WITH added AS (SELECT e.data_file.file_path AS f, e.snapshot_id FROM {table}.entries e WHERE e.status = 1),
+             snaps AS (SELECT snapshot_id, committed_at FROM {table}.snapshots),
+             rows AS (SELECT _kafka_timestamp AS ts, _file AS f FROM {table})
+        SELECT percentile_approx(unix_millis(s.committed_at) - unix_millis(r.ts), array(0.5, 0.99)) AS p
+        FROM rows r JOIN added a ON r.f = a.f JOIN snaps s ON a.snapshot_id = s.snapshot_id
+    """).first()
+    files = spark.sql(f"SELECT count(*) FROM {table}.files").first()[0]
+    spark.stop()
+    return {"system": system, "rows": count, "expected": expected, "processed": processed,
+            "batches": len(batches), "seconds": round(t1 - t0, 3),
+            "events_per_s": round(processed / (t1 - t0), 1), "freshness_ms_p50": fresh[0][0],
+            "freshness_ms_p99": fresh[0][1], "data_files": files, "wall_s": round(time.time() - started, 1)}
+
+
+def _ts(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+# --------------------------------------------------------------------------------------------
+# driver
+# --------------------------------------------------------------------------------------------
+def run_worker(system: str, cfg: dict[str, Any], work: Path, expected: int,
+               during: Any = None) -> dict[str, Any]:
+    cfg_path = work / f"{system}-{uuid.uuid4().hex[:6]}.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    ready = work / f"{cfg_path.stem}.ready"
+    out = work / f"{cfg_path.stem}.json"
+    log = open(work / f"{cfg_path.stem}.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.ingest.run", "worker", system, str(cfg_path),
+                             str(expected), str(ready), str(out)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    if during is not None:
+        while not ready.exists():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{system} worker died; see {log.name}")
+            time.sleep(0.2)
+        during()
+    if proc.wait() != 0:
+        raise RuntimeError(f"{system} worker failed; see {log.name}")
+    result: dict[str, Any] = json.loads(out.read_text())
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def produce_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, first_id: int) -> int:
+    from icetide.demo.events import produce, sample_values
+
+    sent = 0
+    start = time.monotonic()
+    chunk = max(1, rate // 10)
+    while time.monotonic() - start < seconds:
+        produce(bootstrap, topic, sample_values(chunk, pad=150, first_id=first_id + sent), partitions=4)
+        sent += chunk
+        lag = sent / rate - (time.monotonic() - start)
+        if lag > 0:
+            time.sleep(lag)
+    return sent
+
+
+def machine() -> dict[str, Any]:
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), platform.processor())
+    mem = int(next(ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines()
+                   if ln.startswith("MemTotal"))) // 1024 // 1024
+    from icetide.spark.session import pinned_versions
+
+    v = pinned_versions()
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem, "os": platform.platform(),
+            "python": platform.python_version(), "spark": v["spark.version"], "iceberg": v["iceberg.version"],
+            "kafka_broker": v["kafka.version"], "spark_master": "local[2]", "trigger": TRIGGER,
+            "max_offsets_per_trigger": MAX_OFFSETS}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument("--rate", type=int, default=10_000)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    args = ap.parse_args()
+
+    from icetide.demo.events import create_topic, produce, sample_values
+    from icetide.services.kafka import LocalKafka
+
+    work = Path(os.environ["ICETIDE_HOME"]) / "bench" / uuid.uuid4().hex[:8]
+    work.mkdir(parents=True)
+    broker = LocalKafka(port=39192)
+    broker.reset()
+    broker.start()
+    try:
+        topic = "bench.backlog"
+        create_topic(broker.bootstrap, topic, 4)
+        t = time.monotonic()
+        produced = produce(broker.bootstrap, topic, sample_values(args.events, pad=150), partitions=4)
+        size = len(next(v for v, _ in sample_values(1, pad=150)) or b"")
+        print(f"produced {produced.good} events of ~{size} B in {time.monotonic() - t:.0f}s", flush=True)
+        throughput = [run_worker(s, config(broker.bootstrap, topic, f"bench.tp_{s.replace('-', '_')}", work),
+                                 work, produced.good) for s in SYSTEMS]
+        freshness = []
+        for i, s in enumerate(SYSTEMS):
+            ftopic = f"bench.fresh_{i}"
+            create_topic(broker.bootstrap, ftopic, 4)
+            sent: list[int] = []
+
+            def steady(t: str = ftopic, out: list[int] = sent) -> None:
+                out.append(produce_at_rate(broker.bootstrap, t, args.rate, args.seconds, 0))
+
+            freshness.append(run_worker(
+                s, config(broker.bootstrap, ftopic, f"bench.fr_{s.replace('-', '_')}", work), work, 0, steady))
+            freshness[-1]["produced"] = sent[0]
+    finally:
+        broker.reset()
+    report = {"machine": machine(), "events": produced.good, "event_bytes": size, "rate": args.rate,
+              "rate_seconds": args.seconds, "throughput": throughput, "freshness": freshness}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(report, indent=2))
+    write_markdown(report, args.out / "results.md")
+    plot(report, args.out / "ingest.png")
+
+
+def write_markdown(r: dict[str, Any], path: Path) -> None:
+    tp = {x["system"]: x for x in r["throughput"]}
+    fr = {x["system"]: x for x in r["freshness"]}
+    m = r["machine"]
+    lines = [
+        "# Ingest benchmark: icetide vs vanilla Spark Structured Streaming → Iceberg", "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; Spark {m['spark']} "
+        f"({m['spark_master']}), Iceberg {m['iceberg']}, Kafka {m['kafka_broker']} (local KRaft broker).",
+        f"Trigger {m['trigger']}, maxOffsetsPerTrigger {m['max_offsets_per_trigger']}, one 4-partition topic.", "",
+        f"## Throughput: draining a backlog of {r['events']:,} JSON events of ~{r['event_bytes']} B", "",
+        "| system | events/s | ratio vs vanilla | ratio vs vanilla-tuned | batches | data files | rows ok |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for s, x in tp.items():
+        lines.append(f"| {s} | {x['events_per_s']:,.0f} | {x['events_per_s'] / tp['vanilla']['events_per_s']:.2f}× | "
+                     f"{x['events_per_s'] / tp['vanilla-tuned']['events_per_s']:.2f}× | {x['batches']} | "
+                     f"{x['data_files']} | {x['rows'] == x['expected']} |")
+    lines += ["", f"## Freshness: {r['rate']:,} events/s produced for {r['rate_seconds']:.0f} s while running", "",
+              "Per row: commit time of the snapshot that added it − Kafka timestamp.", "",
+              "| system | p50 ms | p99 ms | rows |", "|---|---:|---:|---:|"]
+    for s, x in fr.items():
+        lines.append(f"| {s} | {x['freshness_ms_p50']:,} | {x['freshness_ms_p99']:,} | {x['rows']:,} |")
+    lines += ["", "![ingest](ingest.png)", ""]
+    path.write_text("\n".join(lines))
+
+
+def plot(r: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    names = [x["system"] for x in r["throughput"]]
+    a.bar(names, [x["events_per_s"] for x in r["throughput"]], color=["#999", "#bbb", "#1f77b4"])
+    a.set_title(f"Throughput, {r['events']:,} events (higher is better)")
+    a.set_ylabel("events / s")
+    xs = range(len(r["freshness"]))
+    b.bar([i - 0.2 for i in xs], [x["freshness_ms_p50"] / 1000 for x in r["freshness"]], 0.4, label="p50")
+    b.bar([i + 0.2 for i in xs], [x["freshness_ms_p99"] / 1000 for x in r["freshness"]], 0.4, label="p99")
+    b.set_xticks(list(xs), [x["system"] for x in r["freshness"]])
+    b.set_title(f"Freshness at {r['rate']:,} ev/s (lower is better)")
+    b.set_ylabel("Kafka timestamp → commit, s")
+    b.legend()
+    m = r["machine"]
+    fig.suptitle(f"{m['cores']} cores, Spark {m['spark']} local, trigger {m['trigger']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        _, _, system, cfg_path, expected, ready, out = sys.argv
+        res = worker(system, Path(cfg_path), int(expected), Path(ready))
+        Path(out).write_text(json.dumps(res))
+    else:
+        main()

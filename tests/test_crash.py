@@ -1,0 +1,90 @@
+"""Exactly-once across crashes: SIGKILL `icetide run` at random moments, restart, count ids."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from icetide.demo.events import create_topic, produce, sample_values
+from tests.conftest import table_ids, unique
+
+N_EVENTS = 200_000
+BAD_EVERY = 1000
+
+
+def start(cfg: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    out = open(log, "ab")  # noqa: SIM115 - owned by the child
+    return subprocess.Popen([sys.executable, "-m", "icetide.cli.main", "run", "-c", str(cfg), *extra],
+                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its Spark JVM
+    proc.wait(30)
+
+
+def wait_for(log: Path, pattern: str, after: int, timeout: float = 240) -> re.Match[str]:
+    rx = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = rx.search(log.read_text(errors="replace"), after)
+        if m:
+            return m
+        time.sleep(0.02)
+    raise AssertionError(f"{pattern!r} not seen in {log} within {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+def test_sigkill_three_times_then_exactly_once(kafka, spark, make_pipeline, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(int(os.environ.get("ICETIDE_CRASH_SEED", time.time())))
+    topic, table = unique("crash"), f"it.{unique('crash')}"
+    create_topic(kafka.bootstrap, topic, 4)
+    produced = produce(kafka.bootstrap, topic, sample_values(N_EVENTS, bad_every=BAD_EVERY), partitions=4)
+    assert produced.good + produced.bad == N_EVENTS
+    cfg = make_pipeline(topic, table)
+    log = tmp_path / "run.log"
+    kills: list[str] = []
+
+    # 1) a random moment after the first batch completed
+    pos = log.stat().st_size if log.exists() else 0
+    proc = start(cfg, log)
+    wait_for(log, r'"event": "batch"', pos)
+    time.sleep(rng.uniform(0.0, 3.0))
+    kill_group(proc)
+    kills.append("after a completed batch")
+
+    # 2) while an Iceberg commit is in flight: right after a table write started
+    pos = log.stat().st_size
+    proc = start(cfg, log)
+    m = wait_for(log, r"committing batch (\d+) to (\S+)", pos)
+    time.sleep(rng.uniform(0.0, 0.15))
+    kill_group(proc)
+    in_flight_batch = int(m.group(1))
+    tail = log.read_text(errors="replace")[m.end():]
+    assert f'"batch": {in_flight_batch},' not in tail, "the kill landed after the batch finished"
+    kills.append(f"during the write of batch {in_flight_batch}")
+
+    # 3) a random moment of the run, possibly during start-up or planning
+    pos = log.stat().st_size
+    proc = start(cfg, log)
+    time.sleep(rng.uniform(4.0, 15.0))
+    kill_group(proc)
+    kills.append("at a random moment")
+
+    # 4) run to the end from the same checkpoint
+    proc = start(cfg, log, "--until-idle", "--for", "600")
+    assert proc.wait(700) == 0, log.read_text()[-3000:]
+
+    ids = table_ids(spark, table)
+    assert len(ids) == len(set(ids)), f"duplicates after kills {kills}"
+    assert len(ids) == produced.good and set(ids) == set(produced.ids), f"missing rows after kills {kills}"
+    dead = spark.sql(f"SELECT _kafka_partition, _kafka_offset FROM icetide.{table}_dlq").collect()
+    assert len(dead) == len({(r[0], r[1]) for r in dead}) == produced.bad
+    batches = [json.loads(x) for x in re.findall(r"(\{\"event\": \"batch\".*\})", log.read_text())]
+    assert len(batches) >= 4
