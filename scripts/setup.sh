@@ -19,5 +19,5 @@ PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || { echo "icetide needs Python 3.11 (set PYTHON=/path/to/python3.11)"; exit 1; }
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[dev,bench]"
+.venv/bin/python -m pip install -q -e ".[dev]"
 .venv/bin/icetide setup

@@ -159,17 +159,29 @@ def run_worker(system: str, cfg: dict[str, Any], work: Path, expected: int,
 
 
 def produce_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, first_id: int) -> int:
-    from icetide.demo.events import produce, sample_values
+    """Produce ~``rate`` events/s for ``seconds`` with one producer; returns how many were sent."""
+    from confluent_kafka import Producer
 
+    from icetide.demo.events import sample_values
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
     sent = 0
     start = time.monotonic()
-    chunk = max(1, rate // 10)
+    chunk = max(1, rate // 20)
     while time.monotonic() - start < seconds:
-        produce(bootstrap, topic, sample_values(chunk, pad=150, first_id=first_id + sent), partitions=4)
+        for i, (value, _) in enumerate(sample_values(chunk, pad=150, first_id=first_id + sent)):
+            while True:
+                try:
+                    p.produce(topic, value=value, partition=(sent + i) % 4)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+        p.poll(0)
         sent += chunk
-        lag = sent / rate - (time.monotonic() - start)
-        if lag > 0:
-            time.sleep(lag)
+        ahead = sent / rate - (time.monotonic() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+    p.flush(60)
     return sent
 
 
@@ -251,12 +263,26 @@ def write_markdown(r: dict[str, Any], path: Path) -> None:
         lines.append(f"| {s} | {x['events_per_s']:,.0f} | {x['events_per_s'] / tp['vanilla']['events_per_s']:.2f}× | "
                      f"{x['events_per_s'] / tp['vanilla-tuned']['events_per_s']:.2f}× | {x['batches']} | "
                      f"{x['data_files']} | {x['rows'] == x['expected']} |")
-    lines += ["", f"## Freshness: {r['rate']:,} events/s produced for {r['rate_seconds']:.0f} s while running", "",
+    lines += ["", f"## Freshness: events produced at a steady rate for {r['rate_seconds']:.0f} s while running", "",
+              f"Requested {r['rate']:,} events/s; the rate reached (one Python producer, measured) is shown per run.",
               "Per row: commit time of the snapshot that added it − Kafka timestamp.", "",
-              "| system | p50 ms | p99 ms | rows |", "|---|---:|---:|---:|"]
+              "| system | produced | events/s reached | p50 ms | p99 ms | rows landed |",
+              "|---|---:|---:|---:|---:|---:|"]
     for s, x in fr.items():
-        lines.append(f"| {s} | {x['freshness_ms_p50']:,} | {x['freshness_ms_p99']:,} | {x['rows']:,} |")
-    lines += ["", "![ingest](ingest.png)", ""]
+        lines.append(f"| {s} | {x['produced']:,} | {x['produced'] / r['rate_seconds']:,.0f} | "
+                     f"{x['freshness_ms_p50']:,} | {x['freshness_ms_p99']:,} | {x['rows']:,} |")
+    lines += ["", "![ingest](ingest.png)", "", "## Reading the numbers", "",
+              "- All systems run the same Spark settings (local[2], 6 GB driver) in a fresh JVM each, one after "
+              "another, against the same broker.",
+              "- `vanilla` creates its table with Iceberg's defaults (hash distribution, so a shuffle per batch). "
+              "`vanilla-tuned` uses the table properties icetide sets (no shuffle, fanout writers), which isolates "
+              "the cost of icetide's write path: decoding with dead-letter classification, the offset ledger "
+              "(commit tagging, a watermark property commit per batch) and the per-table filter.",
+              "- Throughput differences of a few percent are within run-to-run noise on this 2-core machine; the "
+              "claim is parity (≥ 1.0×), not a speed-up.",
+              "- Freshness p50 is dominated by the 10 s trigger. icetide's p99 includes its first batch, which also "
+              "creates the target and dead-letter tables; the vanilla runs create their table before the query "
+              "starts.", ""]
     path.write_text("\n".join(lines))
 
 
@@ -275,7 +301,8 @@ def plot(r: dict[str, Any], path: Path) -> None:
     b.bar([i - 0.2 for i in xs], [x["freshness_ms_p50"] / 1000 for x in r["freshness"]], 0.4, label="p50")
     b.bar([i + 0.2 for i in xs], [x["freshness_ms_p99"] / 1000 for x in r["freshness"]], 0.4, label="p99")
     b.set_xticks(list(xs), [x["system"] for x in r["freshness"]])
-    b.set_title(f"Freshness at {r['rate']:,} ev/s (lower is better)")
+    reached = sum(x["produced"] for x in r["freshness"]) / len(r["freshness"]) / r["rate_seconds"]
+    b.set_title(f"Freshness at ~{reached:,.0f} ev/s (lower is better)")
     b.set_ylabel("Kafka timestamp → commit, s")
     b.legend()
     m = r["machine"]

@@ -146,6 +146,139 @@ def offsets(config_path: Path, output: str) -> None:
     console.print(tbl)
 
 
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"
+
+
+_TIER_STYLE = {"healthy": "green", "warning": "yellow", "critical": "bold red"}
+
+
+@cli.command()
+@config_option
+@click.option("--namespace", "-n", "namespaces", multiple=True, help="Namespaces to scan (default: health.namespaces, "
+              "else the target's namespace).")
+@click.option("--record/--no-record", default=False, help="Append this collection to the health history table.")
+@output_option
+@handle_errors
+def status(config_path: Path, namespaces: tuple[str, ...], record: bool, output: str) -> None:
+    """Health of every table in the watched namespaces, worst first (metadata only)."""
+    from icetide.health.watch import collect_all, list_tables
+    from icetide.spark import build_session
+
+    cfg = load_config(config_path)
+    spark = build_session(cfg)
+    tables = [t for ns in namespaces for t in list_tables(spark, cfg.catalog.name, ns)] if namespaces else None
+    healths = collect_all(spark, cfg, tables, record=record)
+    if output == "json":
+        emit_json([h.summary() for h in healths])
+        return
+    tbl = Table("table", "tier", "score", "files", "small", "avg size", "max/partition", "deletes",
+                "snapshots", "manifests", "commits/h", title="icetide status (worst first)")
+    for h in healths:
+        tbl.add_row(h.table, f"[{_TIER_STYLE[h.tier]}]{h.tier}[/]", f"{h.score:.0f}", str(h.data_files),
+                    str(h.small_files), _bytes(h.avg_file_bytes), str(h.max_partition_files),
+                    f"{h.delete_files} ({h.delete_ratio:.1%})", str(h.snapshots), str(h.manifests),
+                    str(h.commits_last_hour))
+    console.print(tbl)
+    for h in healths:
+        if h.tier != "healthy":
+            console.print(f"[{_TIER_STYLE[h.tier]}]{h.table}[/]: " + "; ".join(h.reasons))
+
+
+@cli.command()
+@config_option
+@click.argument("table")
+@output_option
+@handle_errors
+def health(config_path: Path, table: str, output: str) -> None:
+    """Per-partition health of TABLE (namespace.table), metadata only."""
+    from icetide.health.collector import collect
+    from icetide.identifiers import validate_table
+    from icetide.spark import build_session
+
+    cfg = load_config(config_path)
+    validate_table(table)
+    spark = build_session(cfg)
+    h = collect(spark, f"{cfg.catalog.name}.{table}", cfg.health.thresholds_for(table))
+    if output == "json":
+        emit_json({**h.summary(), "partitions": h.partition_rows()})
+        return
+    console.print(f"[bold]{h.table}[/]: [{_TIER_STYLE[h.tier]}]{h.tier}[/], score {h.score:.0f}; "
+                  f"{h.snapshots} snapshots, {h.manifests} manifests, metadata "
+                  f"{_bytes(h.metadata_file_bytes or 0)}, target file {_bytes(h.target_file_bytes)}")
+    for r in h.reasons:
+        console.print(f"  {r}")
+    tbl = Table("partition", "tier", "score", "files", "small", "avg size", "rows", "pos del", "eq del",
+                "delete ratio", "hot")
+    for p in sorted(h.partitions, key=lambda p: (p.score, p.partition)):
+        tbl.add_row(p.partition or "(unpartitioned)", f"[{_TIER_STYLE[p.tier]}]{p.tier}[/]", f"{p.score:.0f}",
+                    str(p.data_files), str(p.small_files), _bytes(p.avg_file_bytes), str(p.records),
+                    str(p.position_delete_files), str(p.equality_delete_files), f"{p.delete_ratio:.1%}",
+                    "hot" if p.hot else "")
+    console.print(tbl)
+
+
+@cli.command()
+@config_option
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("icetide-report.html"),
+              show_default=True, help="HTML file to write.")
+@click.option("--hours", default=24 * 7, show_default=True, help="History window.")
+@click.option("--collect/--no-collect", default=True, show_default=True,
+              help="Collect and record health now before rendering.")
+@handle_errors
+def report(config_path: Path, out_path: Path, hours: float, collect: bool) -> None:
+    """Write a self-contained HTML report with plots over time from the health history."""
+    from icetide.health.report import history_rows, render
+    from icetide.health.watch import collect_all
+    from icetide.spark import build_session
+
+    cfg = load_config(config_path)
+    spark = build_session(cfg)
+    if collect:
+        collect_all(spark, cfg, record=True)
+    rows = history_rows(spark, cfg.catalog.name, cfg.health.history_table, hours)
+    out_path.write_text(render(rows))
+    console.print(f"[green]✓[/] wrote {out_path} ({len(rows)} collections)")
+
+
+@cli.command()
+@config_option
+@click.option("--once", is_flag=True, help="Collect once, serve for --for seconds, exit (for checks).")
+@click.option("--for", "duration", type=float, default=None, help="Stop after this many seconds.")
+@handle_errors
+def metrics(config_path: Path, once: bool, duration: float | None) -> None:
+    """Serve a Prometheus endpoint with health figures, collected every health.interval."""
+    import threading
+    import time
+
+    from prometheus_client import REGISTRY, start_http_server
+
+    from icetide.config.models import interval_seconds
+    from icetide.health.metrics import HealthCollector
+    from icetide.health.watch import collect_all
+    from icetide.spark import build_session
+
+    cfg = load_config(config_path)
+    spark = build_session(cfg)
+    collector = HealthCollector(cfg.health.max_partitions_exported)
+    REGISTRY.register(collector)
+    collector.update(collect_all(spark, cfg))
+    start_http_server(cfg.health.metrics_port, addr=cfg.health.metrics_host)
+    console.print(f"serving metrics on http://{cfg.health.metrics_host}:{cfg.health.metrics_port}/metrics")
+    stop = threading.Event()
+    deadline = None if duration is None else time.monotonic() + duration
+    every = interval_seconds(cfg.health.interval)
+    while not stop.wait(min(every, max(0.1, (deadline or float("inf")) - time.monotonic()))):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        if not once:
+            collector.update(collect_all(spark, cfg))
+
+
 @cli.command()
 @click.option("--seconds", default=60.0, show_default=True, help="How long to ingest.")
 @click.option("--events", default=20_000, show_default=True, help="Sample events to produce.")

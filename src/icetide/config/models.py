@@ -5,6 +5,7 @@ Every field documents itself; ``docs/config.md`` is the reference a user reads.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -12,7 +13,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from icetide.errors import IdentifierError
-from icetide.identifiers import validate_pipeline, validate_table, validate_topic
+from icetide.health.thresholds import HealthThresholds
+from icetide.identifiers import validate_name, validate_pipeline, validate_table, validate_topic
 
 INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$")
 TRANSFORM_RE = re.compile(
@@ -259,6 +261,71 @@ class SparkSettings(Strict):
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings")
 
 
+class HealthSettings(Strict):
+    """Table health: which tables to watch, thresholds, history, alerts, metrics."""
+
+    namespaces: list[str] = Field(
+        default_factory=list,
+        description="Namespaces `icetide status` and `icetide metrics` watch (default: the target's)",
+    )
+    history_table: str = Field(default="icetide.health", description="namespace.table of health history")
+    thresholds: HealthThresholds = Field(default_factory=HealthThresholds, description="Defaults for every table")
+    overrides: dict[str, dict[str, float | int | None]] = Field(
+        default_factory=dict,
+        description="Per-table thresholds: glob on namespace.table (e.g. 'raw.*') → threshold keys",
+    )
+    webhook_url: str | None = Field(default=None, description="POST alerts as JSON to this URL")
+    metrics_port: int = Field(default=9464, gt=0, lt=65536, description="Prometheus endpoint port")
+    metrics_host: str = Field(default="127.0.0.1", description="Prometheus endpoint bind address")
+    interval: str = Field(default="60 seconds", description="Collection interval of `icetide metrics`")
+    max_partitions_exported: int = Field(
+        default=20, ge=0, description="Per table, the worst N partitions get partition-level metrics"
+    )
+
+    @field_validator("history_table")
+    @classmethod
+    def _history(cls, v: str) -> str:
+        try:
+            validate_table(v)
+        except IdentifierError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, v: list[str]) -> list[str]:
+        for ns in v:
+            try:
+                validate_name(ns, "namespace")
+            except IdentifierError as e:
+                raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("overrides")
+    @classmethod
+    def _overrides(cls, v: dict[str, dict[str, float | int | None]]) -> dict[str, dict[str, float | int | None]]:
+        for pattern, values in v.items():
+            try:
+                HealthThresholds(**values)  # type: ignore[arg-type]
+            except Exception as e:
+                raise ValueError(f"override {pattern!r}: {e}") from None
+        return v
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, v: str) -> str:
+        interval_seconds(v)
+        return v
+
+    def thresholds_for(self, table: str) -> HealthThresholds:
+        """Defaults, then every matching override in the order written."""
+        merged = self.thresholds.model_dump()
+        for pattern, values in self.overrides.items():
+            if fnmatch.fnmatchcase(table, pattern):
+                merged.update(values)
+        return HealthThresholds(**merged)
+
+
 class PipelineConfig(Strict):
     """A complete icetide pipeline."""
 
@@ -268,6 +335,7 @@ class PipelineConfig(Strict):
     target: TargetTable
     dead_letter: DeadLetter = Field(default_factory=DeadLetter)
     stream: StreamSettings = Field(default_factory=StreamSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     #: Folder the config was read from; relative paths resolve against it.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)

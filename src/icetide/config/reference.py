@@ -13,6 +13,7 @@ from pydantic_core import PydanticUndefined
 
 from icetide.config.models import (
     DeadLetter,
+    HealthSettings,
     JdbcCatalog,
     KafkaSource,
     PipelineConfig,
@@ -21,6 +22,7 @@ from icetide.config.models import (
     StreamSettings,
     TargetTable,
 )
+from icetide.health.thresholds import HealthThresholds
 
 SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("(top level)", PipelineConfig),
@@ -30,6 +32,8 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("target", TargetTable),
     ("dead_letter", DeadLetter),
     ("stream", StreamSettings),
+    ("health", HealthSettings),
+    ("health.thresholds", HealthThresholds),
     ("spark", SparkSettings),
 ]
 
@@ -59,7 +63,8 @@ def render() -> str:
         for name, f in model.model_fields.items():
             if name == "base_dir" or (isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)):
                 continue
-            if name in ("source", "catalog", "target", "dead_letter", "stream", "spark") and model is PipelineConfig:
+            if name in ("source", "catalog", "target", "dead_letter", "stream", "spark", "health") \
+                    and model is PipelineConfig:
                 continue
             desc = (f.description or "").replace("|", "\\|")
             default = _default(f)

@@ -1,0 +1,49 @@
+"""Which tables to watch, and one collection round over them."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from icetide.config.models import PipelineConfig
+from icetide.health import alerts, history
+from icetide.health.collector import TableHealth, collect
+from icetide.identifiers import validate_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def namespaces(cfg: PipelineConfig) -> list[str]:
+    return cfg.health.namespaces or [cfg.target.table.split(".")[0]]
+
+
+def list_tables(spark: SparkSession, catalog: str, namespace: str) -> list[str]:
+    """``namespace.table`` of every table in a namespace (names validated; others skipped)."""
+    validate_name(namespace, "namespace")
+    out = []
+    for r in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect():
+        name = r["tableName"]
+        try:
+            out.append(f"{namespace}.{validate_name(name, 'table name')}")
+        except Exception:
+            log.warning("skipping table %s.%s: name outside icetide's identifier rules", namespace, name)
+    return sorted(out)
+
+
+def collect_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
+                record: bool = False, alert: bool = True) -> list[TableHealth]:
+    """Collect every watched table, worst first; optionally record history and emit alerts."""
+    cat = cfg.catalog.name
+    names = tables if tables is not None else [t for ns in namespaces(cfg) for t in list_tables(spark, cat, ns)]
+    if record:
+        names = [t for t in names if t != cfg.health.history_table]
+    healths = [collect(spark, f"{cat}.{t}", cfg.health.thresholds_for(t)) for t in names]
+    healths.sort(key=lambda h: (h.score, -h.max_partition_files))
+    if alert:
+        alerts.emit([e for h in healths for e in alerts.alerts(h)], cfg.health.webhook_url)
+    if record:
+        history.record(spark, cat, cfg.health.history_table, healths)
+    return healths
