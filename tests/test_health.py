@@ -22,15 +22,18 @@ from tests.conftest import _free_port_pair, icetide_cli, pipeline_dict, unique
 
 
 def build_known_table(spark, table: str) -> None:  # type: ignore[no-untyped-def]
-    """7 one-row files in partition a, 3 in b, then 2 merge-on-read deletes in a: 12 snapshots."""
+    """7 two-row files in partition a, 3 in b, then 2 merge-on-read row deletes in a: 12 snapshots.
+
+    (Two rows per file: a DELETE matching a whole file drops the file instead of writing a
+    position delete.)"""
     spark.sql("CREATE NAMESPACE IF NOT EXISTS icetide.hl")
     spark.sql(f"CREATE TABLE icetide.{table} (id BIGINT, p STRING) USING iceberg PARTITIONED BY (p) "
               "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read', "
               "'write.target-file-size-bytes'='1048576')")
     for i in range(7):
-        spark.sql(f"INSERT INTO icetide.{table} VALUES ({i}, 'a')")
+        spark.sql(f"INSERT INTO icetide.{table} VALUES ({i}, 'a'), ({i + 1000}, 'a')")
     for i in range(3):
-        spark.sql(f"INSERT INTO icetide.{table} VALUES ({100 + i}, 'b')")
+        spark.sql(f"INSERT INTO icetide.{table} VALUES ({100 + i}, 'b'), ({1100 + i}, 'b')")
     spark.sql(f"DELETE FROM icetide.{table} WHERE id = 1")
     spark.sql(f"DELETE FROM icetide.{table} WHERE id = 2")
 
@@ -46,12 +49,12 @@ def test_every_figure_equals_the_known_truth(spark, known) -> None:  # type: ign
     h = collect(spark, f"icetide.{known}")
     parts = {json.loads(p.partition)["p"]: p for p in h.partitions}
     a, b = parts["a"], parts["b"]
-    assert (a.data_files, a.records, a.small_files) == (7, 7, 7)
-    assert (b.data_files, b.records, b.small_files) == (3, 3, 3)
+    assert (a.data_files, a.records, a.small_files) == (7, 14, 7)
+    assert (b.data_files, b.records, b.small_files) == (3, 6, 3)
     assert (a.position_delete_files, a.position_delete_records) == (2, 2)
     assert (b.position_delete_files, a.equality_delete_files) == (0, 0)
-    assert a.delete_ratio == pytest.approx(2 / 7)
-    assert h.data_files == 10 and h.records == 10 and h.delete_files == 2 and h.deleted_records == 2
+    assert a.delete_ratio == pytest.approx(2 / 14)
+    assert h.data_files == 10 and h.records == 20 and h.delete_files == 2 and h.deleted_records == 2
     assert h.snapshots == 12
     assert h.manifests == 12 and h.delete_manifests == 2
     assert h.target_file_bytes == 1048576 and h.small_file_bytes == int(1048576 * 0.75)
@@ -68,9 +71,14 @@ def test_thresholds_tiers_and_reasons(spark, known) -> None:  # type: ignore[no-
     th = HealthThresholds(partition_files_warning=5, partition_files_critical=8)
     h = collect(spark, f"icetide.{known}", th)
     parts = {json.loads(p.partition)["p"]: p for p in h.partitions}
-    assert parts["a"].tier == "warning" and "warning: data files = 7 (warning at 5)" in parts["a"].reasons
-    # 2/7 deleted rows is over the default 0.10 warning ratio as well
-    assert any(r.startswith("warning: delete ratio = 0.285") for r in parts["a"].reasons)
+    # the documented formula: files (7-1)/(8-1)*50, small 7/7*0.7*25, deletes (2/14)/0.3*25
+    assert parts["a"].reasons == [
+        "-42.9: 7 data files", "-17.5: 7/7 small files", "-11.9: delete ratio 0.143",
+        "warning: data files = 7 (warning at 5)", "warning: delete ratio = 0.142857 (warning at 0.1)",
+        "critical: score 27.7 < 50",
+    ]
+    assert (parts["a"].score, parts["a"].tier) == (27.7, "critical")
+    assert (parts["b"].score, parts["b"].tier) == (78.2, "warning")  # 100 - (3-1)/7*50 - 3/3*0.3*25
     assert h.tier in ("warning", "critical")
     assert any('data files in partition {"p":"a"} = 7 (warning at 5)' in r for r in h.reasons)
     crit = collect(spark, f"icetide.{known}", HealthThresholds(partition_files_warning=2, partition_files_critical=6))

@@ -1,6 +1,8 @@
 """Health collection cost on a table with >= 20,000 data files and >= 2,000 snapshots.
 
-Builds the table with real writes (2,000 commits of 10 small files each, 20 daily partitions),
+Builds the table from real Parquet files: 20,000 small files written by Spark into a staging table
+(20 daily partitions), then committed to the measured table in 2,000 fast appends of 10 files each
+through the Iceberg Java API (what a stream's commits look like, without waiting for 2,000 jobs),
 then times `icetide.health.collector.collect` and records Spark's task input metrics during the
 collection. Data files are Parquet; the metadata tables read Avro manifests. The run also times the
 same collection with every data file moved away, to show the figures do not depend on them.
@@ -62,17 +64,42 @@ def main() -> None:
     spark = build_session(load_config(cfg_path))
     t = "icetide.hc.big"
     spark.sql("CREATE NAMESPACE IF NOT EXISTS icetide.hc")
-    spark.sql(f"CREATE TABLE {t} (id BIGINT, day DATE, v STRING) USING iceberg PARTITIONED BY (day) "
-              "TBLPROPERTIES ('write.distribution-mode'='none', 'commit.manifest-merge.enabled'='false', "
-              "'write.metadata.delete-after-commit.enabled'='true', 'write.metadata.previous-versions-max'='10')")
-    base = spark.range(args.files_per_commit * 5).withColumn("v", F.lit("x" * 40))
+    ddl = ("(id BIGINT, day DATE, v STRING) USING iceberg PARTITIONED BY (day) TBLPROPERTIES ("
+           "'write.distribution-mode'='none', 'commit.manifest-merge.enabled'='false', "
+           "'write.metadata.delete-after-commit.enabled'='true', 'write.metadata.previous-versions-max'='10')")
+    spark.sql(f"CREATE TABLE icetide.hc.staging {ddl}")
+    spark.sql(f"CREATE TABLE {t} {ddl}")
     started = time.monotonic()
+    # 1) Real Parquet files, written in a few large jobs (20 partitions, equal share each).
+    total_files = args.commits * args.files_per_commit
+    per_job = 1000
+    for j in range(max(1, total_files // per_job)):
+        # per_job tasks of 5 consecutive ids, all of one day: exactly one file per task
+        first = j * per_job * 5
+        (spark.range(first, first + per_job * 5, 1, per_job).withColumn("v", F.lit("x" * 40))
+         .withColumn("day", F.date_add(F.lit("2026-11-01").cast("date"), ((F.col("id") / 5).cast("int") % 20)))
+         .select("id", "day", "v").writeTo("icetide.hc.staging").append())
+    # 2) The same files, committed to the measured table in many small fast appends (as a stream would).
+    jvm = spark._jvm
+    assert jvm is not None
+    util = jvm.org.apache.iceberg.spark.Spark3Util
+    staging = util.loadIcebergTable(spark._jsparkSession, "icetide.hc.staging")
+    target = util.loadIcebergTable(spark._jsparkSession, t)
+    files = []
+    tasks = staging.newScan().planFiles()
+    it = tasks.iterator()
+    while it.hasNext():
+        files.append(it.next().file())
+    tasks.close()
+    assert len(files) >= total_files * 0.99, len(files)
     for c in range(args.commits):
-        df = (base.withColumn("day", F.date_add(F.lit("2026-11-01").cast("date"), F.lit(c % 20)))
-              .select("id", "day", "v").repartition(args.files_per_commit))
-        df.writeTo(t).append()
-        if c % 200 == 0:
+        append = target.newFastAppend()
+        for f in files[c * args.files_per_commit:(c + 1) * args.files_per_commit]:
+            append.appendFile(f)
+        append.commit()
+        if c % 500 == 0:
             print(f"commit {c} ({time.monotonic() - started:.0f}s)", flush=True)
+    spark.sql("REFRESH TABLE " + t)
     build_s = time.monotonic() - started
 
     spark.sparkContext.setJobGroup("icetide-health", "health collection")

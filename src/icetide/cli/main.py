@@ -222,6 +222,73 @@ def health(config_path: Path, table: str, output: str) -> None:
     console.print(tbl)
 
 
+def _print_plans(plans) -> None:  # type: ignore[no-untyped-def]
+    if not plans:
+        console.print("no tables")
+    for i, p in enumerate(plans, 1):
+        console.print(f"[bold]{i}. {p.table}[/]  priority {p.priority:g}  ({p.tier}, score {p.score:.0f})")
+        if not p.steps:
+            console.print("   nothing to do")
+        for s in p.steps:
+            console.print(f"   [cyan]{s.action}[/]: {s.reason}")
+            console.print(f"      figures: {json.dumps(s.figures)}")
+            console.print(f"      expected: {s.expected}")
+            if s.args.get("where"):
+                console.print(f"      where: {s.args['where']}")
+        for skip in p.skipped:
+            console.print(f"   [yellow]left alone[/]: {skip}")
+
+
+@cli.command()
+@config_option
+@click.option("--namespace", "-n", "namespaces", multiple=True, help="Namespaces (default: health.namespaces).")
+@output_option
+@handle_errors
+def plan(config_path: Path, namespaces: tuple[str, ...], output: str) -> None:
+    """Dry run: what maintenance would do to each table, in priority order, and why."""
+    from icetide.health.watch import list_tables
+    from icetide.maintenance.cycle import plan_all
+    from icetide.spark import build_session
+
+    cfg = load_config(config_path)
+    spark = build_session(cfg)
+    tables = [t for ns in namespaces for t in list_tables(spark, cfg.catalog.name, ns)] if namespaces else None
+    plans = plan_all(spark, cfg, tables)
+    if output == "json":
+        emit_json([p.as_dict() for p in plans])
+    else:
+        _print_plans(plans)
+
+
+@cli.command()
+@config_option
+@click.option("--namespace", "-n", "namespaces", multiple=True, help="Namespaces (default: health.namespaces).")
+@click.option("--dry-run", is_flag=True, help="Plan and record, change nothing (orphans: list only).")
+@output_option
+@handle_errors
+def maintain(config_path: Path, namespaces: tuple[str, ...], dry_run: bool, output: str) -> None:
+    """Run one maintenance cycle against any catalog/namespace: plan, then execute in priority order."""
+    from dataclasses import asdict
+
+    from icetide.health.watch import list_tables
+    from icetide.maintenance.cycle import run_cycle
+    from icetide.spark import build_session
+
+    cfg = load_config(config_path)
+    spark = build_session(cfg)
+    tables = [t for ns in namespaces for t in list_tables(spark, cfg.catalog.name, ns)] if namespaces else None
+    plans, records = run_cycle(spark, cfg, tables, dry_run=dry_run)
+    if output == "json":
+        emit_json({"plans": [p.as_dict() for p in plans], "actions": [asdict(r) for r in records]})
+        return
+    _print_plans(plans)
+    tbl = Table("table", "step", "outcome", "files in → out", "bytes in", "s", "attempts", title="actions")
+    for r in records:
+        tbl.add_row(r.table, r.step, r.outcome, f"{r.files_in} → {r.files_out}", str(r.bytes_in or ""),
+                    f"{r.seconds:.1f}", str(r.attempts))
+    console.print(tbl)
+
+
 @cli.command()
 @config_option
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("icetide-report.html"),

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from icetide.errors import IdentifierError
 from icetide.health.thresholds import HealthThresholds
 from icetide.identifiers import validate_name, validate_pipeline, validate_table, validate_topic
+from icetide.maintenance.policy import MaintenancePolicy, policy_for
 
 INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$")
 TRANSFORM_RE = re.compile(
@@ -326,6 +327,40 @@ class HealthSettings(Strict):
         return HealthThresholds(**merged)
 
 
+class MaintenanceSettings(Strict):
+    """The maintenance control plane: policy, per-table overrides, budget, action log."""
+
+    policy: MaintenancePolicy = Field(default_factory=MaintenancePolicy, description="Defaults for every table")
+    overrides: dict[str, dict[str, object]] = Field(
+        default_factory=dict, description="Per-table policy: glob on namespace.table → policy keys"
+    )
+    log_table: str = Field(default="icetide.maintenance", description="namespace.table of the action log")
+    rewrites_per_cycle: int = Field(default=1, ge=1, description="Data/delete rewrites per cycle")
+    rewrite_bytes_per_cycle: int = Field(default=50 * 1024**3, gt=0, description="Bytes rewritten per cycle")
+
+    @field_validator("log_table")
+    @classmethod
+    def _log(cls, v: str) -> str:
+        try:
+            validate_table(v)
+        except IdentifierError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("overrides")
+    @classmethod
+    def _overrides(cls, v: dict[str, dict[str, object]]) -> dict[str, dict[str, object]]:
+        for pattern, values in v.items():
+            try:
+                MaintenancePolicy(**values)  # type: ignore[arg-type]
+            except Exception as e:
+                raise ValueError(f"override {pattern!r}: {e}") from None
+        return v
+
+    def policy_for(self, table: str) -> MaintenancePolicy:
+        return policy_for(self.policy, self.overrides, table)
+
+
 class PipelineConfig(Strict):
     """A complete icetide pipeline."""
 
@@ -336,6 +371,7 @@ class PipelineConfig(Strict):
     dead_letter: DeadLetter = Field(default_factory=DeadLetter)
     stream: StreamSettings = Field(default_factory=StreamSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
+    maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     #: Folder the config was read from; relative paths resolve against it.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)

@@ -16,6 +16,7 @@ from icetide.config.models import (
     HealthSettings,
     JdbcCatalog,
     KafkaSource,
+    MaintenanceSettings,
     PipelineConfig,
     RestCatalog,
     SparkSettings,
@@ -23,6 +24,7 @@ from icetide.config.models import (
     TargetTable,
 )
 from icetide.health.thresholds import HealthThresholds
+from icetide.maintenance.policy import MaintenancePolicy
 
 SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("(top level)", PipelineConfig),
@@ -34,6 +36,8 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("stream", StreamSettings),
     ("health", HealthSettings),
     ("health.thresholds", HealthThresholds),
+    ("maintenance", MaintenanceSettings),
+    ("maintenance.policy", MaintenancePolicy),
     ("spark", SparkSettings),
 ]
 
@@ -63,7 +67,8 @@ def render() -> str:
         for name, f in model.model_fields.items():
             if name == "base_dir" or (isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)):
                 continue
-            if name in ("source", "catalog", "target", "dead_letter", "stream", "spark", "health") \
+            if name in ("source", "catalog", "target", "dead_letter", "stream", "spark", "health",
+                        "maintenance") \
                     and model is PipelineConfig:
                 continue
             desc = (f.description or "").replace("|", "\\|")

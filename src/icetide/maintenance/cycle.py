@@ -1,0 +1,56 @@
+"""One maintenance cycle: collect health → plan every table → order by priority → execute."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from icetide.config.models import PipelineConfig
+from icetide.health.watch import collect_all, list_tables, namespaces
+from icetide.maintenance import partitions
+from icetide.maintenance.executor import ActionRecord, Budget, Executor, last_maintained
+from icetide.maintenance.planner import TablePlan, order, plan_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def plan_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
+             now_ms: int | None = None) -> list[TablePlan]:
+    """Plans for every watched table (except icetide's own bookkeeping tables), highest priority first."""
+    cat = cfg.catalog.name
+    own = {cfg.health.history_table, cfg.maintenance.log_table}
+    names = tables if tables is not None else [t for ns in namespaces(cfg) for t in list_tables(spark, cat, ns)]
+    names = [t for t in names if t not in own]
+    now_ms = now_ms or int(time.time() * 1000)
+    healths = collect_all(spark, cfg, names, alert=False)
+    last = last_maintained(spark, cat, cfg.maintenance.log_table)
+    plans = []
+    for h in healths:
+        short = h.table.split(".", 1)[1]
+        spec = partitions.spec(spark, h.table)
+        plans.append(plan_table(h, spec, cfg.maintenance.policy_for(short), now_ms, last.get(h.table)))
+    return order(plans)
+
+
+def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
+              dry_run: bool = False) -> tuple[list[TablePlan], list[ActionRecord]]:
+    """Order tables by priority, then re-plan each one right before running it.
+
+    Re-planning just before execution keeps the hot-partition check seconds old even when earlier
+    tables' rewrites take minutes: a partition the stream started writing meanwhile is left alone.
+    """
+    m = cfg.maintenance
+    executor = Executor(spark, cfg.catalog.name, m.log_table)
+    budget = Budget(m.rewrites_per_cycle, m.rewrite_bytes_per_cycle)
+    executed: list[TablePlan] = []
+    records: list[ActionRecord] = []
+    for ordered in plan_all(spark, cfg, tables):
+        short = ordered.table.split(".", 1)[1]
+        fresh = plan_all(spark, cfg, [short])
+        if not fresh:
+            continue
+        fresh[0].priority = ordered.priority  # the cycle's order stands
+        executed.append(fresh[0])
+        records += executor.run(fresh, budget, dry_run=dry_run)
+    return executed, records

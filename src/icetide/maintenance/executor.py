@@ -1,0 +1,232 @@
+"""Run a plan with Iceberg's own procedures; retry conflicts; record every action in Iceberg.
+
+Procedures run through SQL built here from validated identifiers and planner-built literals only;
+`where` filters come from :mod:`icetide.maintenance.partitions`, which refuses any value outside a
+narrow alphabet. A failure is recorded and the next step runs: maintenance never raises into the
+stream.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType, TimestampType
+
+from icetide.ingest.tables import ensure_table
+from icetide.maintenance.planner import Step, TablePlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+_SAFE_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:+ -(),<>=")
+RETRYABLE = ("CommitFailedException", "ValidationException", "found new position delete",
+             "Cannot commit", "conflict", "CommitStateUnknownException")
+
+LOG_SCHEMA = StructType([
+    StructField("started_at", TimestampType()), StructField("table_name", StringType()),
+    StructField("step", StringType()), StructField("outcome", StringType()),
+    StructField("reason", StringType()), StructField("figures", StringType()),
+    StructField("expected", StringType()), StructField("arguments", StringType()),
+    StructField("result", StringType()), StructField("files_in", LongType()),
+    StructField("files_out", LongType()), StructField("bytes_in", LongType()),
+    StructField("attempts", LongType()), StructField("seconds", DoubleType()),
+    StructField("error", StringType()),
+])
+
+
+@dataclass
+class Budget:
+    """Per cycle: how many data rewrites and how many bytes they may touch."""
+
+    rewrites: int = 1
+    rewrite_bytes: int = 50 * 1024**3
+    used_rewrites: int = 0
+    used_bytes: int = 0
+
+    def allows(self, step: Step) -> bool:
+        if step.action not in ("rewrite_data_files", "rewrite_position_delete_files"):
+            return True
+        if self.used_rewrites >= self.rewrites:
+            return False
+        # The first rewrite of a cycle always runs, so a table larger than the byte budget is not starved.
+        return self.used_rewrites == 0 or self.used_bytes + step.expected_bytes <= self.rewrite_bytes
+
+    def spend(self, step: Step) -> None:
+        if step.action in ("rewrite_data_files", "rewrite_position_delete_files"):
+            self.used_rewrites += 1
+            self.used_bytes += step.expected_bytes
+
+
+@dataclass
+class ActionRecord:
+    table: str
+    step: str
+    outcome: str  # ok | failed | dry_run | over_budget
+    started_at_ms: int
+    seconds: float = 0.0
+    attempts: int = 0
+    result: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    files_in: int | None = None
+    files_out: int | None = None
+    bytes_in: int | None = None
+
+
+def _quote(value: Any) -> str:
+    text = str(value)
+    if not set(text) <= _SAFE_LITERAL or "'" in text:
+        raise ValueError(f"refusing to put an unexpected value into procedure SQL: {text[:200]!r}")
+    return f"'{text}'"
+
+
+def _quote_filter(text: str) -> str:
+    """A planner-built filter (it holds single-quoted literals) as a double-quoted SQL string."""
+    if not set(text) <= _SAFE_LITERAL | {"'"} or '"' in text or "\\" in text:
+        raise ValueError(f"refusing to put an unexpected filter into procedure SQL: {text[:200]!r}")
+    return f'"{text}"'
+
+
+def procedure_sql(catalog: str, step: Step, dry_run_orphans: bool = False) -> str:
+    """``CALL <catalog>.system.<procedure>(...)`` for a planned step."""
+    table = step.table.split(".", 1)[1]  # namespace.table inside the catalog
+    args = [f"table => {_quote(table)}"]
+    a = step.args
+    if step.action == "expire_snapshots":
+        args += [f"older_than => TIMESTAMP {_quote(a['older_than'])}", f"retain_last => {int(a['retain_last'])}"]
+    elif step.action == "remove_orphan_files":
+        args += [f"older_than => TIMESTAMP {_quote(a['older_than'])}",
+                 f"dry_run => {'true' if dry_run_orphans else 'false'}"]
+    elif step.action in ("rewrite_data_files", "rewrite_position_delete_files"):
+        if step.action == "rewrite_data_files":
+            args.append(f"strategy => {_quote(a.get('strategy', 'binpack'))}")
+            if a.get("sort_order"):
+                args.append(f"sort_order => {_quote(a['sort_order'])}")
+        if a.get("where"):
+            args.append(f"where => {_quote_filter(a['where'])}")
+        if step.options:
+            pairs = ", ".join(f"{_quote(k)}, {_quote(v)}" for k, v in step.options.items())
+            args.append(f"options => map({pairs})")
+    return f"CALL {catalog}.system.{step.action}({', '.join(args)})"
+
+
+def _counts(step: str, rows: list[dict[str, Any]]) -> tuple[int | None, int | None, int | None]:
+    if not rows:
+        return (0, 0, 0) if step == "remove_orphan_files" else (None, None, None)
+    r = rows[0]
+    if step == "rewrite_data_files":
+        return r.get("rewritten_data_files_count"), r.get("added_data_files_count"), r.get("rewritten_bytes_count")
+    if step == "rewrite_position_delete_files":
+        return r.get("rewritten_delete_files_count"), r.get("added_delete_files_count"), r.get("rewritten_bytes_count")
+    if step == "rewrite_manifests":
+        return r.get("rewritten_manifests_count"), r.get("added_manifests_count"), None
+    if step == "expire_snapshots":
+        return r.get("deleted_data_files_count"), 0, None
+    if step == "remove_orphan_files":
+        return len(rows), 0, None
+    return None, None, None
+
+
+class Executor:
+    def __init__(self, spark: SparkSession, catalog: str, log_table: str, retries: int = 3,
+                 backoff_seconds: float = 2.0, pool: str | None = "icetide_maintenance") -> None:
+        self.spark = spark
+        self.catalog = catalog
+        self.log_table = log_table
+        self.retries = retries
+        self.backoff = backoff_seconds
+        self.pool = pool
+
+    def run(self, plans: list[TablePlan], budget: Budget, dry_run: bool = False) -> list[ActionRecord]:
+        """Execute plans in the given order (see planner.order); record and return every action."""
+        records: list[ActionRecord] = []
+        if self.pool:
+            self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
+        try:
+            for plan in plans:
+                for step in plan.steps:
+                    records.append(self._run_step(step, budget, dry_run))
+        finally:
+            if self.pool:
+                self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+            self._record(records, plans)
+        return records
+
+    def _run_step(self, step: Step, budget: Budget, dry_run: bool) -> ActionRecord:
+        rec = ActionRecord(step.table, step.action, "ok", int(time.time() * 1000))
+        if not budget.allows(step):
+            rec.outcome = "over_budget"
+            log.info("maintenance: %s %s deferred (budget spent this cycle)", step.table, step.action)
+            return rec
+        started = time.monotonic()
+        if dry_run and step.action != "remove_orphan_files":
+            rec.outcome = "dry_run"
+            return rec
+        sql = procedure_sql(self.catalog, step, dry_run_orphans=dry_run)
+        for attempt in range(1, self.retries + 2):
+            rec.attempts = attempt
+            try:
+                log.info("maintenance: %s", sql)
+                rows = [r.asDict(recursive=True) for r in self.spark.sql(sql).collect()]
+                rec.result = rows if step.action != "remove_orphan_files" else [{"orphan_file_location": r.get(
+                    "orphan_file_location")} for r in rows]
+                rec.files_in, rec.files_out, rec.bytes_in = _counts(step.action, rows)
+                rec.outcome = "dry_run" if dry_run else "ok"
+                if step.action == "remove_orphan_files":
+                    for r in rows:
+                        log.warning(json.dumps({"event": "orphan_file", "table": step.table, "dry_run": dry_run,
+                                                "path": r.get("orphan_file_location")}))
+                budget.spend(step)
+                break
+            except Exception as e:
+                text = str(e)
+                rec.error = text.strip().splitlines()[0][:1000] if text.strip() else type(e).__name__
+                retryable = any(m in text for m in RETRYABLE)
+                if not retryable or attempt > self.retries:
+                    rec.outcome = "failed"
+                    log.error("maintenance: %s %s failed: %s", step.table, step.action, rec.error)
+                    break
+                wait = self.backoff * 2 ** (attempt - 1)
+                log.warning("maintenance: %s %s conflicted (%s); retry %d in %.0fs", step.table, step.action,
+                            rec.error, attempt, wait)
+                time.sleep(wait)
+        rec.seconds = round(time.monotonic() - started, 3)
+        return rec
+
+    def _record(self, records: list[ActionRecord], plans: list[TablePlan]) -> None:
+        if not records:
+            return
+        by_key = {(s.table, s.action): s for p in plans for s in p.steps}
+        rows = []
+        for r in records:
+            s = by_key[(r.table, r.step)]
+            rows.append({
+                "started_at": datetime.fromtimestamp(r.started_at_ms / 1000, UTC).replace(tzinfo=None),
+                "table_name": r.table, "step": r.step, "outcome": r.outcome, "reason": s.reason,
+                "figures": json.dumps(s.figures), "expected": s.expected,
+                "arguments": json.dumps({"args": s.args, "options": s.options}),
+                "result": json.dumps(r.result, default=str)[:100_000], "files_in": r.files_in,
+                "files_out": r.files_out, "bytes_in": r.bytes_in, "attempts": r.attempts,
+                "seconds": r.seconds, "error": r.error,
+            })
+        table = ensure_table(self.spark, self.catalog, self.log_table, LOG_SCHEMA, ["days(started_at)"],
+                             {"format-version": "2"})
+        self.spark.createDataFrame(rows, LOG_SCHEMA).writeTo(table).append()
+
+
+def last_maintained(spark: SparkSession, catalog: str, log_table: str) -> dict[str, int]:
+    """Per table, when icetide last ran a successful step on it (epoch ms)."""
+    from icetide.ingest.tables import table_exists
+
+    ns, name = log_table.split(".")
+    fq = f"{catalog}.{ns}.{name}"
+    if not table_exists(spark, fq):
+        return {}
+    return {r["table_name"]: int(r["ts"]) for r in spark.sql(
+        f"SELECT table_name, CAST(unix_millis(max(started_at)) AS BIGINT) AS ts FROM {fq} "
+        "WHERE outcome = 'ok' GROUP BY table_name").collect()}

@@ -1,0 +1,173 @@
+"""The maintenance control plane on real tables: plan, hot-partition gating, execution, priority."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from icetide.config import load_config
+from icetide.maintenance.cycle import plan_all, run_cycle
+from icetide.maintenance.partitions import PartitionField, where
+from tests.conftest import icetide_cli, pipeline_dict, unique
+
+
+def files_by_day(spark, table: str) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
+    out: dict[str, list[str]] = {}
+    for r in spark.sql(f"SELECT to_json(partition) p, file_path FROM {table}.files WHERE content = 0").collect():
+        out.setdefault(json.loads(r["p"])["ts_day"], []).append(r["file_path"])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def checksum(spark, table: str) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    r = spark.sql(f"SELECT count(*) n, sum(hash(id, ts, v)) h FROM {table}").first()
+    return int(r["n"]), int(r["h"])
+
+
+def checksum_of(spark, table: str, where: str) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    r = spark.sql(f"SELECT count(*) n, sum(hash(id, ts, v)) h FROM {table} WHERE {where}").first()
+    return int(r["n"]), int(r["h"])
+
+
+def make_cfg(kafka, lake, tmp_path: Path, ns: str, **maintenance) -> Path:  # type: ignore[no-untyped-def]
+    path = tmp_path / f"m_{unique('c')}.yaml"
+    path.write_text(yaml.safe_dump(pipeline_dict(
+        kafka, lake, tmp_path, "unused", f"{ns}.unused",
+        health={"namespaces": [ns], "history_table": f"{ns}.health"},
+        maintenance={"log_table": f"{ns}.maintenance", **maintenance})))
+    return path
+
+
+def small_files(spark, table: str, day: str, n: int) -> None:  # type: ignore[no-untyped-def]
+    for i in range(n):
+        spark.sql(f"INSERT INTO {table} VALUES ({i}, TIMESTAMP '{day} 0{i % 10}:00:00', 'v{i}')")
+
+
+def create(spark, table: str) -> None:  # type: ignore[no-untyped-def]
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.rsplit('.', 1)[0]}")
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, ts TIMESTAMP, v STRING) USING iceberg PARTITIONED BY (days(ts)) "
+              "TBLPROPERTIES ('format-version'='2')")
+
+
+def test_compaction_never_touches_the_hot_partition(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ns = unique("mt")
+    table = f"icetide.{ns}.events"
+    create(spark, table)
+    small_files(spark, table, "2026-11-01", 8)  # cold
+    time.sleep(7)
+    small_files(spark, table, "2026-11-25", 8)  # hot: written just now
+    cfg_path = make_cfg(kafka, lake, tmp_path, ns, policy={"hot_partition_quiet_seconds": 6})
+    cfg = load_config(cfg_path)
+    before_files, before_sum = files_by_day(spark, table), checksum(spark, table)
+
+    [p] = plan_all(spark, cfg)
+    [step] = [s for s in p.steps if s.action == "rewrite_data_files"]
+    assert step.args["where"] == "(ts >= TIMESTAMP '2026-11-01 00:00:00' AND ts < TIMESTAMP '2026-11-02 00:00:00')"
+    assert step.figures["small_files"] == 8 and "8 small files (≥ 5)" in step.reason
+    assert len(p.skipped) == 1 and p.skipped[0].startswith('{"ts_day":"2026-11-25"}: hot (written ')
+
+    # A stream keeps writing the hot partition while maintenance runs.
+    stop = threading.Event()
+    streamed: list[int] = []
+
+    def stream() -> None:
+        i = 1000
+        while not stop.is_set():
+            spark.sql(f"INSERT INTO {table} VALUES ({i}, TIMESTAMP '2026-11-25 12:00:00', 's{i}')")
+            streamed.append(i)
+            i += 1
+            time.sleep(0.5)
+
+    writer = threading.Thread(target=stream, daemon=True)
+    writer.start()
+    try:
+        _, records = run_cycle(spark, cfg)
+    finally:
+        stop.set()
+        writer.join(30)
+    [rec] = [r for r in records if r.step == "rewrite_data_files"]
+    assert (rec.outcome, rec.files_in, rec.files_out) == ("ok", 8, 1)
+    after = files_by_day(spark, table)
+    assert len(after["2026-11-01"]) == 1
+    assert set(before_files["2026-11-25"]) <= set(after["2026-11-25"])  # none of the hot files rewritten
+    assert len(after["2026-11-25"]) == 8 + len(streamed)
+    n, _ = checksum(spark, table)
+    assert n == before_sum[0] + len(streamed)
+    assert checksum_of(spark, table, "id < 1000") == before_sum
+    log = spark.sql(f"SELECT step, outcome, files_in, files_out, reason FROM icetide.{ns}.maintenance").collect()
+    assert [(r["step"], r["outcome"], r["files_in"], r["files_out"]) for r in log] == \
+        [("rewrite_data_files", "ok", 8, 1)]
+
+    res = icetide_cli("plan", "-c", str(cfg_path), "--output", "json", timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    [cli_plan] = json.loads(res.stdout)
+    # the cold partition is healthy now; the (no longer written) 2026-11-25 partition is what is left
+    assert all(s["partitions"] == ['{"ts_day":"2026-11-25"}'] for s in cli_plan["steps"])
+    assert cli_plan["steps"] or cli_plan["skipped"][0].startswith('{"ts_day":"2026-11-25"}: hot')
+
+
+def test_expiry_and_manifest_rewrite_fire_on_thresholds(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ns = unique("mx")
+    table = f"icetide.{ns}.events"
+    create(spark, table)
+    for day in range(1, 4):
+        small_files(spark, table, f"2026-10-0{day}", 4)  # 12 commits, 4 files per partition (< min 5)
+    time.sleep(2)
+    before = checksum(spark, table)
+    cfg = load_config(make_cfg(kafka, lake, tmp_path, ns, policy={
+        "snapshots_trigger": 10, "snapshot_retain_last": 3, "snapshot_max_age_seconds": 1,
+        "manifests_trigger": 10, "hot_partition_quiet_seconds": 1}))
+    [p] = plan_all(spark, cfg)
+    assert [s.action for s in p.steps] == ["expire_snapshots", "rewrite_manifests"]
+    assert p.steps[0].reason == "12 snapshots > trigger 10"
+    assert p.steps[1].reason == "12 manifests > trigger 10"
+    _, records = run_cycle(spark, cfg)
+    assert [(r.step, r.outcome) for r in records] == [("expire_snapshots", "ok"), ("rewrite_manifests", "ok")]
+    snaps = spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0]
+    manifests = spark.sql(f"SELECT count(*) FROM {table}.manifests").first()[0]
+    assert snaps == 4  # 3 kept + the manifest rewrite's own snapshot
+    assert manifests < 12
+    assert checksum(spark, table) == before
+
+
+def test_priority_order_and_budget_of_one_rewrite(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ns = unique("mp")
+    sizes = {"t1": 6, "t2": 14, "t3": 9, "t4": 20, "t5": 11}
+    for name, n in sizes.items():
+        create(spark, f"icetide.{ns}.{name}")
+        small_files(spark, f"icetide.{ns}.{name}", "2026-09-01", n)
+    time.sleep(2)
+    cfg = load_config(make_cfg(kafka, lake, tmp_path, ns, policy={"hot_partition_quiet_seconds": 1},
+                               rewrites_per_cycle=1))
+    plans = plan_all(spark, cfg)
+    # documented rule: priority = (100 - score) + boost + waited (20 when never maintained); highest first
+    assert [p.priority for p in plans] == sorted((p.priority for p in plans), reverse=True)
+    assert all(p.priority == pytest.approx(100 - p.score + 20) for p in plans)
+    assert [p.table.split(".")[-1] for p in plans] == ["t4", "t2", "t5", "t3", "t1"]
+
+    _, records = run_cycle(spark, cfg)
+    ran = [r.table.split(".")[-1] for r in records if r.step == "rewrite_data_files" and r.outcome == "ok"]
+    deferred = [r.table.split(".")[-1] for r in records if r.outcome == "over_budget"]
+    assert ran == ["t4"] and deferred == ["t2", "t5", "t3", "t1"]
+    # next cycle: t4 is healthy and just maintained; the next most degraded gets its turn
+    _, records = run_cycle(spark, cfg)
+    assert [r.table.split(".")[-1] for r in records if r.outcome == "ok" and r.step == "rewrite_data_files"] == ["t2"]
+
+
+def test_partition_filters_refuse_unsafe_values() -> None:
+    ident = [PartitionField("region", "identity", "region")]
+    assert where(ident, '{"region":"eu-west-1"}') == "region = 'eu-west-1'"
+    assert where(ident, '{"region":null}') == "region IS NULL"
+    for hostile in ("x' OR '1'='1", "a\\\\b", 'q"q', "a;DROP TABLE t", "é"):
+        assert where(ident, json.dumps({"region": hostile})) is None
+    hours = [PartitionField("ts_hour", "hours", "ts")]
+    assert where(hours, '{"ts_hour":490000}') == \
+        "ts >= TIMESTAMP '2025-11-24 16:00:00' AND ts < TIMESTAMP '2025-11-24 17:00:00'"
+    months = [PartitionField("ts_month", "months", "ts")]
+    assert where(months, '{"ts_month":671}') == \
+        "ts >= TIMESTAMP '2025-12-01 00:00:00' AND ts < TIMESTAMP '2026-01-01 00:00:00'"
+    assert where([PartitionField("b", "bucket", "id")], '{"b":3}') is None
