@@ -110,7 +110,8 @@ def main() -> None:
         timings.append(time.monotonic() - s)
     input_bytes = _input_bytes(spark, "icetide-health")
     data_bytes = h.data_bytes
-    location = spark.sql(f"DESCRIBE TABLE EXTENDED {t}").where("col_name = 'Location'").first()[1]
+    # the measured table references the staging table's files
+    location = spark.sql("DESCRIBE TABLE EXTENDED icetide.hc.staging").where("col_name = 'Location'").first()[1]
     data_dir = Path(location.removeprefix("file:")) / "data"
     shutil.move(str(data_dir), str(work / "moved-data"))
     s = time.monotonic()

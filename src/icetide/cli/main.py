@@ -264,10 +264,11 @@ def plan(config_path: Path, namespaces: tuple[str, ...], output: str) -> None:
 @config_option
 @click.option("--namespace", "-n", "namespaces", multiple=True, help="Namespaces (default: health.namespaces).")
 @click.option("--dry-run", is_flag=True, help="Plan and record, change nothing (orphans: list only).")
+@click.option("--watch", is_flag=True, help="Keep running: a cycle every maintenance.interval (polling).")
 @output_option
 @handle_errors
-def maintain(config_path: Path, namespaces: tuple[str, ...], dry_run: bool, output: str) -> None:
-    """Run one maintenance cycle against any catalog/namespace: plan, then execute in priority order."""
+def maintain(config_path: Path, namespaces: tuple[str, ...], dry_run: bool, watch: bool, output: str) -> None:
+    """Run a maintenance cycle against any catalog/namespace: plan, then execute in priority order."""
     from dataclasses import asdict
 
     from icetide.health.watch import list_tables
@@ -277,6 +278,21 @@ def maintain(config_path: Path, namespaces: tuple[str, ...], dry_run: bool, outp
     cfg = load_config(config_path)
     spark = build_session(cfg)
     tables = [t for ns in namespaces for t in list_tables(spark, cfg.catalog.name, ns)] if namespaces else None
+    if watch:
+        import signal
+        import threading
+
+        from icetide.maintenance.loop import MaintenanceLoop
+
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        loop = MaintenanceLoop(spark, cfg, lambda: tables).start()
+        loop.notify()
+        while not stop.wait(1.0):
+            pass
+        loop.stop()
+        return
     plans, records = run_cycle(spark, cfg, tables, dry_run=dry_run)
     if output == "json":
         emit_json({"plans": [p.as_dict() for p in plans], "actions": [asdict(r) for r in records]})

@@ -337,6 +337,15 @@ class MaintenanceSettings(Strict):
     log_table: str = Field(default="icetide.maintenance", description="namespace.table of the action log")
     rewrites_per_cycle: int = Field(default=1, ge=1, description="Data/delete rewrites per cycle")
     rewrite_bytes_per_cycle: int = Field(default=50 * 1024**3, gt=0, description="Bytes rewritten per cycle")
+    in_run: bool = Field(default=False, description="Run maintenance inside `icetide run`, beside ingestion")
+    interval: str = Field(default="10 minutes", description="At most this long between cycles (polling)")
+    min_interval: str = Field(default="60 seconds", description="At least this long between cycles")
+
+    @field_validator("interval", "min_interval")
+    @classmethod
+    def _intervals(cls, v: str) -> str:
+        interval_seconds(v)
+        return v
 
     @field_validator("log_table")
     @classmethod

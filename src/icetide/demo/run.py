@@ -12,6 +12,7 @@ from icetide import jvm, paths
 from icetide.cli.output import console
 from icetide.config import load_config
 from icetide.demo.events import create_topic, produce, sample_values
+from icetide.health.watch import collect_all
 from icetide.services.kafka import LocalKafka
 
 TOPIC = "demo.events"
@@ -30,6 +31,12 @@ def demo_config(port: int, trigger: str = "5 seconds") -> dict[str, object]:
         },
         "dead_letter": {"table": "demo.dead_letters"},
         "health": {"namespaces": ["demo"], "history_table": "demo.health"},
+        # The demo stream has stopped when maintenance runs, so a short quiet time is safe here;
+        # production default is 15 minutes.
+        "maintenance": {"log_table": "demo.maintenance",
+                        "policy": {"hot_partition_quiet_seconds": 5, "min_input_files": 2,
+                                   "snapshots_trigger": 5, "snapshot_retain_last": 2,
+                                   "snapshot_max_age_seconds": 1, "manifests_trigger": 4}},
         "stream": {"trigger_interval": trigger, "checkpoint_location": "checkpoints/{pipeline}"},
         "spark": {"master": "local[2]"},
     }
@@ -72,18 +79,15 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool) -> None:
     console.print(f"[green]✓[/] ingested for {time.monotonic() - started:.0f}s: {c.batches} batches, "
                   f"{c.records} records, {c.written} written, {c.dead_letters} dead-lettered")
     report(runner.spark, cfg.catalog.name)
+    health_table(collect_all(runner.spark, cfg, record=True, alert=False), "Table health before maintenance")
+    maintenance(runner.spark, cfg)
     health_report(runner.spark, cfg, demo_dir)
     broker.stop()
 
 
-def health_report(spark, cfg, demo_dir) -> None:  # type: ignore[no-untyped-def]
-    """Table health of the demo tables, recorded to history, and the HTML report."""
-    from icetide.health.report import history_rows, render
-    from icetide.health.watch import collect_all
-
-    healths = collect_all(spark, cfg, record=True, alert=False)
+def health_table(healths, title: str) -> None:  # type: ignore[no-untyped-def]
     tbl = Table("table", "tier", "score", "data files", "small", "partitions", "snapshots", "manifests",
-                title="Table health (metadata only)")
+                title=f"{title} (metadata only)")
     for h in healths:
         tbl.add_row(h.table, h.tier, f"{h.score:.0f}", str(h.data_files), str(h.small_files),
                     str(len(h.partitions)), str(h.snapshots), str(h.manifests))
@@ -91,6 +95,29 @@ def health_report(spark, cfg, demo_dir) -> None:  # type: ignore[no-untyped-def]
     for h in healths:
         for reason in h.reasons:
             console.print(f"  {h.table}: {reason}")
+
+
+def maintenance(spark, cfg) -> None:  # type: ignore[no-untyped-def]
+    """Plan (explained) and run one maintenance cycle on the demo tables."""
+    from icetide.maintenance.cycle import run_cycle
+
+    time.sleep(cfg.maintenance.policy.hot_partition_quiet_seconds)
+    plans, records = run_cycle(spark, cfg)
+    for p in plans:
+        console.print(f"[bold]plan for {p.table}[/] (priority {p.priority:g})")
+        for st in p.steps:
+            console.print(f"  [cyan]{st.action}[/]: {st.reason} → {st.expected}")
+    tbl = Table("table", "step", "outcome", "files in → out", "seconds", title="Maintenance actions")
+    for r in records:
+        tbl.add_row(r.table, r.step, r.outcome, f"{r.files_in} → {r.files_out}", f"{r.seconds:.1f}")
+    console.print(tbl)
+
+
+def health_report(spark, cfg, demo_dir) -> None:  # type: ignore[no-untyped-def]
+    """Table health after maintenance, recorded to history, and the HTML report."""
+    from icetide.health.report import history_rows, render
+
+    health_table(collect_all(spark, cfg, record=True, alert=False), "Table health after maintenance")
     page = demo_dir / "report.html"
     page.write_text(render(history_rows(spark, cfg.catalog.name, cfg.health.history_table, 24)))
     console.print(f"[green]✓[/] HTML health report: {page}")

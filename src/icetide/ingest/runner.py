@@ -78,7 +78,14 @@ class Runner:
         source.list_partitions(cfg.source)
         self.spark = spark or build_session(cfg)
         self.run_id = uuid.uuid4().hex[:12]
-        self.writer = BatchWriter(self.spark, cfg, self.run_id)
+        self.maintenance = None
+        if cfg.maintenance.in_run:
+            from icetide.maintenance.loop import MaintenanceLoop
+
+            tables = [cfg.target.table, cfg.dead_letter.table]
+            self.maintenance = MaintenanceLoop(self.spark, cfg, lambda: tables)
+        self.writer = BatchWriter(self.spark, cfg, self.run_id,
+                                  on_commit=self.maintenance.notify if self.maintenance else None)
         self._stop = threading.Event()
         self._stopped_by = "completed"
         self.query: StreamingQuery | None = None
@@ -110,6 +117,8 @@ class Runner:
         """Run until SIGTERM/SIGINT, ``duration`` seconds, or (``until_idle``) no new data."""
         deadline = None if duration is None else time.monotonic() + duration
         restarts = known = 0
+        if self.maintenance is not None:
+            self.maintenance.start()
         while True:
             self.query = self._start()
             log.info("pipeline %s started (run %s, query %s)", self.cfg.name, self.run_id, self.query.id)
@@ -171,6 +180,8 @@ class Runner:
     def close(self) -> None:
         if self.query is not None and self.query.isActive:
             self.query.stop()
+        if self.maintenance is not None:
+            self.maintenance.stop()
 
 
 _SPARK_55271 = ('Cannot invoke "scala.collection.IterableOps.map(scala.Function1)" because the '

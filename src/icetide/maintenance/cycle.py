@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from icetide.config.models import PipelineConfig
 from icetide.health.watch import collect_all, list_tables, namespaces
+from icetide.ingest.tables import table_exists
 from icetide.maintenance import partitions
 from icetide.maintenance.executor import ActionRecord, Budget, Executor, last_maintained
 from icetide.maintenance.planner import TablePlan, order, plan_table
@@ -21,7 +22,7 @@ def plan_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None 
     cat = cfg.catalog.name
     own = {cfg.health.history_table, cfg.maintenance.log_table}
     names = tables if tables is not None else [t for ns in namespaces(cfg) for t in list_tables(spark, cat, ns)]
-    names = [t for t in names if t not in own]
+    names = [t for t in names if t not in own and table_exists(spark, f"{cat}.{t}")]
     now_ms = now_ms or int(time.time() * 1000)
     healths = collect_all(spark, cfg, names, alert=False)
     last = last_maintained(spark, cat, cfg.maintenance.log_table)

@@ -1,0 +1,113 @@
+"""Ingestion + in-process maintenance for ICETIDE_SOAK_SECONDS (default 20 minutes).
+
+An event clock advances one event-hour per wall-clock minute, so `hours(event_time)` partitions
+turn cold one after another while the stream keeps writing the current one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta
+
+import yaml
+from confluent_kafka import Producer
+
+from icetide.demo.events import create_topic
+from tests.conftest import pipeline_dict, table_ids, unique
+
+SOAK_SECONDS = float(os.environ.get("ICETIDE_SOAK_SECONDS", "1200"))
+RATE = 200  # events/s
+QUIET = 45  # hot_partition_quiet_seconds
+INTERVAL = 60  # maintenance.interval
+MAX_INGEST_LATENCY = 15  # Kafka timestamp -> commit, bound for a 5 s trigger at this rate
+MIN_INPUT_FILES = 5
+BASE = datetime(2026, 1, 1)
+
+
+def test_soak_ingest_with_maintenance(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic, table = unique("soak"), f"sk.{unique('events')}"
+    create_topic(kafka.bootstrap, topic, 4)
+    cfg = pipeline_dict(kafka, lake, tmp_path, topic, table, maintenance={
+        "in_run": True, "interval": f"{INTERVAL} seconds", "min_interval": "20 seconds",
+        "log_table": "sk.maintenance",
+        "policy": {"hot_partition_quiet_seconds": QUIET, "min_input_files": MIN_INPUT_FILES,
+                   "snapshots_trigger": 60, "snapshot_retain_last": 20, "snapshot_max_age_seconds": 60,
+                   "manifests_trigger": 40}},
+        health={"namespaces": ["sk"], "history_table": "sk.health"})
+    cfg["target"]["partition_by"] = ["hours(event_time)"]
+    cfg["stream"]["trigger_interval"] = "5 seconds"
+    path = tmp_path / "soak.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+
+    log = tmp_path / "run.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "icetide.cli.main", "run", "-c", str(path), "--for",
+                                 str(SOAK_SECONDS + 60)], stdout=out, stderr=subprocess.STDOUT)
+    ids: list[str] = []
+    stop = threading.Event()
+    t0 = time.time()
+
+    def produce() -> None:
+        p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 20, "log_level": 0})
+        i = 0
+        while not stop.is_set():
+            tick = time.time()
+            for _ in range(RATE // 10):
+                hour = int((time.time() - t0) // 60)
+                event_time = BASE + timedelta(hours=hour, seconds=i % 3600)
+                eid = f"soak-{i:09d}"
+                p.produce(topic, value=json.dumps({"id": eid, "event_time": event_time.isoformat() + "Z",
+                                                   "user_id": i, "event_type": "view", "amount": 1.0}).encode())
+                ids.append(eid)
+                i += 1
+            p.poll(0)
+            time.sleep(max(0.0, 0.1 - (time.time() - tick)))
+        p.flush(60)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    time.sleep(SOAK_SECONDS)
+    stop.set()
+    producer.join(120)
+    assert proc.wait(SOAK_SECONDS + 600) == 0, log.read_text()[-4000:]
+    text = log.read_text()
+    fq = f"icetide.{table}"
+
+    # exactly once, and no streaming failure or restart
+    got = table_ids(spark, table)
+    assert len(got) == len(set(got)) == len(ids) and set(got) == set(ids)
+    assert "query failed" not in text and "restarting after" not in text
+
+    # maintenance ran, and never rewrote a partition within its quiet time
+    actions = spark.sql("SELECT started_at, step, outcome, arguments FROM icetide.sk.maintenance "
+                        f"WHERE table_name = '{fq}'").collect()
+    rewrites = [a for a in actions if a["step"] == "rewrite_data_files" and a["outcome"] == "ok"]
+    assert len(rewrites) >= max(1, int(SOAK_SECONDS // 60) - 4), [(a["step"], a["outcome"]) for a in actions]
+    assert not [a for a in actions if a["outcome"] == "failed"]
+    newest = {r["h"]: r["ts"] for r in spark.sql(
+        f"SELECT date_trunc('HOUR', event_time) h, max(_kafka_timestamp) ts FROM {fq} GROUP BY 1").collect()}
+    for a in rewrites:
+        where = json.loads(a["arguments"])["args"]["where"]
+        for start in re.findall(r"event_time >= TIMESTAMP '([^']+)'", where):
+            last = newest[datetime.fromisoformat(start)]
+            assert (a["started_at"] - last).total_seconds() >= QUIET - MAX_INGEST_LATENCY, (start, a["started_at"])
+
+    # cold partitions compacted below the policy bound; hot ones bounded; snapshots bounded
+    files = {r["h"]: r["n"] for r in spark.sql(
+        f"SELECT partition.event_time_hour h, count(*) n FROM {fq}.files WHERE content = 0 GROUP BY 1").collect()}
+    cold_before = int((time.time() - t0 - QUIET - 2 * INTERVAL - 60) // 60)
+    elapsed_hours = int((time.time() - t0) // 60)
+    first_hour = min(files)
+    for h, n in files.items():
+        if h - first_hour < cold_before:
+            assert n < MIN_INPUT_FILES, (h, n, files)
+        assert n <= 4 * (60 + QUIET + 2 * INTERVAL) // 5, (h, n)
+    assert elapsed_hours >= 1
+    snapshots = spark.sql(f"SELECT count(*) FROM {fq}.snapshots").first()[0]
+    assert snapshots <= 60 + 2 * INTERVAL // 5, snapshots
