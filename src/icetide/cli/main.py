@@ -179,7 +179,7 @@ def status(config_path: Path, namespaces: tuple[str, ...], record: bool, output:
     tbl = Table("table", "tier", "score", "files", "small", "avg size", "max/partition", "deletes",
                 "snapshots", "manifests", "commits/h", title="icetide status (worst first)")
     for h in healths:
-        tbl.add_row(h.table, f"[{_TIER_STYLE[h.tier]}]{h.tier}[/]", f"{h.score:.0f}", str(h.data_files),
+        tbl.add_row(h.table, f"[{_TIER_STYLE[h.tier]}]{h.tier}[/]", f"{h.score:.1f}", str(h.data_files),
                     str(h.small_files), _bytes(h.avg_file_bytes), str(h.max_partition_files),
                     f"{h.delete_files} ({h.delete_ratio:.1%})", str(h.snapshots), str(h.manifests),
                     str(h.commits_last_hour))
@@ -207,7 +207,7 @@ def health(config_path: Path, table: str, output: str) -> None:
     if output == "json":
         emit_json({**h.summary(), "partitions": h.partition_rows()})
         return
-    console.print(f"[bold]{h.table}[/]: [{_TIER_STYLE[h.tier]}]{h.tier}[/], score {h.score:.0f}; "
+    console.print(f"[bold]{h.table}[/]: [{_TIER_STYLE[h.tier]}]{h.tier}[/], score {h.score:.1f}; "
                   f"{h.snapshots} snapshots, {h.manifests} manifests, metadata "
                   f"{_bytes(h.metadata_file_bytes or 0)}, target file {_bytes(h.target_file_bytes)}")
     for r in h.reasons:
@@ -215,7 +215,7 @@ def health(config_path: Path, table: str, output: str) -> None:
     tbl = Table("partition", "tier", "score", "files", "small", "avg size", "rows", "pos del", "eq del",
                 "delete ratio", "hot")
     for p in sorted(h.partitions, key=lambda p: (p.score, p.partition)):
-        tbl.add_row(p.partition or "(unpartitioned)", f"[{_TIER_STYLE[p.tier]}]{p.tier}[/]", f"{p.score:.0f}",
+        tbl.add_row(p.partition or "(unpartitioned)", f"[{_TIER_STYLE[p.tier]}]{p.tier}[/]", f"{p.score:.1f}",
                     str(p.data_files), str(p.small_files), _bytes(p.avg_file_bytes), str(p.records),
                     str(p.position_delete_files), str(p.equality_delete_files), f"{p.delete_ratio:.1%}",
                     "hot" if p.hot else "")
@@ -226,7 +226,7 @@ def _print_plans(plans) -> None:  # type: ignore[no-untyped-def]
     if not plans:
         console.print("no tables")
     for i, p in enumerate(plans, 1):
-        console.print(f"[bold]{i}. {p.table}[/]  priority {p.priority:g}  ({p.tier}, score {p.score:.0f})")
+        console.print(f"[bold]{i}. {p.table}[/]  priority {p.priority:g}  ({p.tier}, score {p.score:.1f})")
         if not p.steps:
             console.print("   nothing to do")
         for s in p.steps:

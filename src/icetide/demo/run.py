@@ -33,7 +33,7 @@ def demo_config(port: int, trigger: str = "5 seconds") -> dict[str, object]:
         "health": {"namespaces": ["demo"], "history_table": "demo.health"},
         # The demo stream has stopped when maintenance runs, so a short quiet time is safe here;
         # production default is 15 minutes.
-        "maintenance": {"log_table": "demo.maintenance",
+        "maintenance": {"log_table": "demo.maintenance", "rewrites_per_cycle": 2,
                         "policy": {"hot_partition_quiet_seconds": 5, "min_input_files": 2,
                                    "snapshots_trigger": 5, "snapshot_retain_last": 2,
                                    "snapshot_max_age_seconds": 1, "manifests_trigger": 4}},
@@ -89,7 +89,7 @@ def health_table(healths, title: str) -> None:  # type: ignore[no-untyped-def]
     tbl = Table("table", "tier", "score", "data files", "small", "partitions", "snapshots", "manifests",
                 title=f"{title} (metadata only)")
     for h in healths:
-        tbl.add_row(h.table, h.tier, f"{h.score:.0f}", str(h.data_files), str(h.small_files),
+        tbl.add_row(h.table.split(".", 1)[1], h.tier, f"{h.score:.1f}", str(h.data_files), str(h.small_files),
                     str(len(h.partitions)), str(h.snapshots), str(h.manifests))
     console.print(tbl)
     for h in healths:
@@ -109,7 +109,8 @@ def maintenance(spark, cfg) -> None:  # type: ignore[no-untyped-def]
             console.print(f"  [cyan]{st.action}[/]: {st.reason} → {st.expected}")
     tbl = Table("table", "step", "outcome", "files in → out", "seconds", title="Maintenance actions")
     for r in records:
-        tbl.add_row(r.table, r.step, r.outcome, f"{r.files_in} → {r.files_out}", f"{r.seconds:.1f}")
+        tbl.add_row(r.table.split(".", 1)[1], r.step, r.outcome, f"{r.files_in} → {r.files_out}",
+                    f"{r.seconds:.1f}")
     console.print(tbl)
 
 

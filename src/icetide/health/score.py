@@ -36,7 +36,7 @@ class Scored:
 
     def penalise(self, weight: float, pressure: float, why: str) -> None:
         p = min(1.0, max(0.0, pressure))
-        if p > 0:
+        if weight * p >= 0.05:  # shown with one decimal: nothing that rounds to -0.0
             self.score -= weight * p
             self.reasons.append(f"-{weight * p:.1f}: {why}")
 

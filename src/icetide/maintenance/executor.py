@@ -94,8 +94,7 @@ def _quote_filter(text: str) -> str:
 
 def procedure_sql(catalog: str, step: Step, dry_run_orphans: bool = False) -> str:
     """``CALL <catalog>.system.<procedure>(...)`` for a planned step."""
-    table = step.table.split(".", 1)[1]  # namespace.table inside the catalog
-    args = [f"table => {_quote(table)}"]
+    args = [f"table => {_quote(step.table)}"]  # catalog-qualified: no lookup of the namespace as a catalog
     a = step.args
     if step.action == "expire_snapshots":
         args += [f"older_than => TIMESTAMP {_quote(a['older_than'])}", f"retain_last => {int(a['retain_last'])}"]
