@@ -38,3 +38,13 @@ def test_valid_names() -> None:
             validate_pipeline(bad)
     with pytest.raises(IdentifierError):
         validate_topic("a/b")
+
+
+def test_kafka_secrets_are_redacted_for_logs() -> None:
+    from icetide.ingest.source import redacted
+
+    opts = {"security.protocol": "SASL_SSL", "sasl.jaas.config": "... password=\"hunter2\";",
+            "ssl.key.password": "k3y", "ssl.truststore.location": "/etc/ts.jks"}
+    shown = redacted(opts)
+    assert "hunter2" not in str(shown) and "k3y" not in str(shown)
+    assert shown["security.protocol"] == "SASL_SSL" and shown["ssl.truststore.location"] == "/etc/ts.jks"

@@ -13,6 +13,8 @@ from confluent_kafka import Consumer, TopicPartition
 from icetide.config import load_config
 from icetide.demo.events import create_topic, produce, sample_values
 from icetide.errors import CheckpointMismatchError
+from icetide.health.collector import collect
+from icetide.health.watch import add_kafka_lag
 from icetide.ingest.offsets import read_watermark
 from icetide.ingest.runner import Runner
 from tests.conftest import icetide_cli, table_ids, unique
@@ -70,6 +72,16 @@ def test_ingest_lands_every_record_once_and_dead_letters_bad_ones(kafka, spark, 
     assert all("icetide.batch-offsets" in s[0] and "icetide.batch-planned-at-ms" in s[0] for s in summaries)
     cols = spark.table(f"icetide.{table}").columns
     assert {"_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_key"} <= set(cols)
+
+    # health of an icetide table: freshness, commit latency and Kafka lag
+    h = collect(spark, f"icetide.{table}")
+    add_kafka_lag(spark, runner.cfg, [h])
+    assert h.icetide_pipelines == [runner.cfg.name]
+    assert h.kafka_lag == 0 and h.freshness_ms is not None and 0 <= h.freshness_ms < 600_000
+    assert h.commit_latency_ms is not None and h.commit_latency_ms >= 0
+    produce(kafka.bootstrap, topic, sample_values(10, first_id=50_000), partitions=4)
+    add_kafka_lag(spark, runner.cfg, [h])
+    assert h.kafka_lag == 10
 
 
 def test_replayed_batch_after_commit_is_skipped(kafka, spark, make_pipeline, tmp_path) -> None:  # type: ignore[no-untyped-def]

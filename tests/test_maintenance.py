@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -171,3 +173,42 @@ def test_partition_filters_refuse_unsafe_values() -> None:
     assert where(months, '{"ts_month":671}') == \
         "ts >= TIMESTAMP '2025-12-01 00:00:00' AND ts < TIMESTAMP '2026-01-01 00:00:00'"
     assert where([PartitionField("b", "bucket", "id")], '{"b":3}') is None
+
+
+def test_orphan_cleanup_removes_leftovers_keeps_in_flight_and_referenced(  # type: ignore[no-untyped-def]
+        spark, kafka, lake, tmp_path) -> None:
+    ns = unique("mo")
+    table = f"icetide.{ns}.events"
+    create(spark, table)
+    small_files(spark, table, "2026-08-01", 3)
+    before = checksum(spark, table)
+    referenced = {p.removeprefix("file:") for p in files_by_day(spark, table)["2026-08-01"]}
+    data_dir = Path(next(iter(referenced))).parent
+    three_hours_ago = time.time() - 3 * 3600
+    leftovers = []
+    for i in range(2):  # a crashed writer's files: written, never committed, hours ago
+        f = data_dir / f"crashed-writer-{i}.parquet"
+        shutil.copy(next(iter(referenced)), f)
+        os.utime(f, (three_hours_ago, three_hours_ago))
+        leftovers.append(str(f))
+    in_flight = data_dir / "in-flight-write.parquet"  # a write still in progress: fresh
+    shutil.copy(next(iter(referenced)), in_flight)
+    cfg = load_config(make_cfg(kafka, lake, tmp_path, ns, policy={
+        "steps": ["remove_orphan_files"], "orphan_min_age_seconds": 3600}))
+
+    _, records = run_cycle(spark, cfg, dry_run=True)
+    [dry] = records
+    assert dry.outcome == "dry_run"
+    assert sorted(r["orphan_file_location"].removeprefix("file:") for r in dry.result) == sorted(leftovers)
+    assert all(Path(f).exists() for f in leftovers)  # a dry run deletes nothing
+
+    # icetide's own write in flight since 4 h ago protects even the 3 h old leftovers
+    _, records = run_cycle(spark, cfg, in_flight_since_ms=lambda: int((time.time() - 4 * 3600) * 1000))
+    assert records[0].outcome == "ok" and records[0].files_in == 0
+    assert all(Path(f).exists() for f in leftovers)
+
+    _, records = run_cycle(spark, cfg)
+    assert (records[0].outcome, records[0].files_in) == ("ok", 2)
+    assert not any(Path(f).exists() for f in leftovers)
+    assert in_flight.exists() and all(Path(f).exists() for f in referenced)
+    assert checksum(spark, table) == before

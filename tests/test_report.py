@@ -47,7 +47,9 @@ def test_report_renders_in_chromium(spark, kafka, lake, tmp_path: Path) -> None:
                          text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     figures = re.findall(r'<figure class="plot" data-metric="(\w+)"><svg', dom.stdout)
-    assert figures == [k for k, _, _ in PLOTS if k != "commit_latency_ms"]  # no icetide commits here
+    # no icetide commits on this table: no freshness or commit latency series
+    assert figures == [k for k, _, _ in PLOTS if k not in ("commit_latency_ms", "freshness_ms")]
+    assert "No maintenance actions recorded in this window." in dom.stdout
     assert table in dom.stdout
 
     shot = tmp_path / "report.png"

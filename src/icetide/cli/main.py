@@ -105,20 +105,10 @@ def check(config_path: Path) -> None:
 @handle_errors
 def run(config_path: Path, duration: float | None, until_idle: bool) -> None:
     """Run the pipeline: Kafka → Iceberg, exactly once, until SIGTERM/SIGINT."""
-    from icetide.ingest.runner import Runner
+    from icetide.ingest.runner import run_until_stopped
 
-    cfg = load_config(config_path)
-    runner = Runner(cfg)
-    runner.install_signal_handlers()
-    try:
-        summary = runner.run(duration=duration, until_idle=until_idle)
-    finally:
-        runner.close()
-    c = summary.counters
-    console.print(
-        f"stopped ({summary.stopped_by}): {c.batches} batches, {c.records} records, "
-        f"{c.written} written, {c.dead_letters} dead-lettered"
-    )
+    _, summary = run_until_stopped(load_config(config_path), duration, until_idle)
+    console.print(f"stopped ({summary.stopped_by}): {summary.describe()}")
 
 
 @cli.command()
@@ -315,7 +305,7 @@ def maintain(config_path: Path, namespaces: tuple[str, ...], dry_run: bool, watc
 @handle_errors
 def report(config_path: Path, out_path: Path, hours: float, collect: bool) -> None:
     """Write a self-contained HTML report with plots over time from the health history."""
-    from icetide.health.report import history_rows, render
+    from icetide.health.report import history_rows, maintenance_rows, render
     from icetide.health.watch import collect_all
     from icetide.spark import build_session
 
@@ -324,7 +314,8 @@ def report(config_path: Path, out_path: Path, hours: float, collect: bool) -> No
     if collect:
         collect_all(spark, cfg, record=True)
     rows = history_rows(spark, cfg.catalog.name, cfg.health.history_table, hours)
-    out_path.write_text(render(rows))
+    actions = maintenance_rows(spark, cfg.catalog.name, cfg.maintenance.log_table, hours)
+    out_path.write_text(render(rows, actions))
     console.print(f"[green]✓[/] wrote {out_path} ({len(rows)} collections)")
 
 

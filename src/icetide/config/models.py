@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from icetide.errors import IdentifierError
 from icetide.health.thresholds import HealthThresholds
@@ -40,6 +40,25 @@ STREAMING_TABLE_DEFAULTS: dict[str, str] = {
     "write.metadata.previous-versions-max": "50",
     "commit.retry.num-retries": "10",
 }
+
+
+def _table_id(v: str) -> str:
+    try:
+        validate_table(v)
+    except IdentifierError as e:
+        raise ValueError(str(e)) from None
+    return v
+
+
+def _interval(v: str) -> str:
+    interval_seconds(v)
+    return v
+
+
+#: ``namespace.table``, validated (see icetide.identifiers).
+TableId = Annotated[str, AfterValidator(_table_id)]
+#: '10 seconds', '500 ms', '2 minutes'.
+Interval = Annotated[str, AfterValidator(_interval)]
 
 
 class Strict(BaseModel):
@@ -157,7 +176,7 @@ CatalogConfig = Annotated[JdbcCatalog | RestCatalog, Field(discriminator="type")
 class TargetTable(Strict):
     """The Iceberg table records land in, and how icetide creates it if it does not exist."""
 
-    table: str = Field(description="namespace.table inside the catalog")
+    table: TableId = Field(description="namespace.table inside the catalog")
     schema_ddl: str | None = Field(
         default=None,
         alias="schema",
@@ -174,15 +193,6 @@ class TargetTable(Strict):
         default=True,
         description="Add _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp, _kafka_key",
     )
-
-    @field_validator("table")
-    @classmethod
-    def _table(cls, v: str) -> str:
-        try:
-            validate_table(v)
-        except IdentifierError as e:
-            raise ValueError(str(e)) from None
-        return v
 
     @field_validator("partition_by")
     @classmethod
@@ -210,22 +220,13 @@ class TargetTable(Strict):
 class DeadLetter(Strict):
     """Where records that cannot be written go, with the reason."""
 
-    table: str = Field(default="icetide.dead_letters", description="namespace.table")
-
-    @field_validator("table")
-    @classmethod
-    def _table(cls, v: str) -> str:
-        try:
-            validate_table(v)
-        except IdentifierError as e:
-            raise ValueError(str(e)) from None
-        return v
+    table: TableId = Field(default="icetide.dead_letters", description="namespace.table")
 
 
 class StreamSettings(Strict):
     """Structured Streaming settings."""
 
-    trigger_interval: str = Field(default="60 seconds", description="Micro-batch trigger interval")
+    trigger_interval: Interval = Field(default="60 seconds", description="Micro-batch trigger interval")
     checkpoint_location: str = Field(
         default=".icetide/checkpoints/{pipeline}",
         description="Spark checkpoint folder or URI; {pipeline} is replaced by the pipeline name",
@@ -235,12 +236,6 @@ class StreamSettings(Strict):
         description="When the checkpoint is gone: resume from offsets recorded in the tables, or fail",
     )
     restart_attempts: int = Field(default=3, ge=0, description="Restarts after a transient failure")
-
-    @field_validator("trigger_interval")
-    @classmethod
-    def _interval(cls, v: str) -> str:
-        interval_seconds(v)
-        return v
 
     def trigger_seconds(self) -> float:
         return interval_seconds(self.trigger_interval)
@@ -269,7 +264,7 @@ class HealthSettings(Strict):
         default_factory=list,
         description="Namespaces `icetide status` and `icetide metrics` watch (default: the target's)",
     )
-    history_table: str = Field(default="icetide.health", description="namespace.table of health history")
+    history_table: TableId = Field(default="icetide.health", description="namespace.table of health history")
     thresholds: HealthThresholds = Field(default_factory=HealthThresholds, description="Defaults for every table")
     overrides: dict[str, dict[str, float | int | None]] = Field(
         default_factory=dict,
@@ -278,19 +273,10 @@ class HealthSettings(Strict):
     webhook_url: str | None = Field(default=None, description="POST alerts as JSON to this URL")
     metrics_port: int = Field(default=9464, gt=0, lt=65536, description="Prometheus endpoint port")
     metrics_host: str = Field(default="127.0.0.1", description="Prometheus endpoint bind address")
-    interval: str = Field(default="60 seconds", description="Collection interval of `icetide metrics`")
+    interval: Interval = Field(default="60 seconds", description="Collection interval of `icetide metrics`")
     max_partitions_exported: int = Field(
         default=20, ge=0, description="Per table, the worst N partitions get partition-level metrics"
     )
-
-    @field_validator("history_table")
-    @classmethod
-    def _history(cls, v: str) -> str:
-        try:
-            validate_table(v)
-        except IdentifierError as e:
-            raise ValueError(str(e)) from None
-        return v
 
     @field_validator("namespaces")
     @classmethod
@@ -312,12 +298,6 @@ class HealthSettings(Strict):
                 raise ValueError(f"override {pattern!r}: {e}") from None
         return v
 
-    @field_validator("interval")
-    @classmethod
-    def _interval(cls, v: str) -> str:
-        interval_seconds(v)
-        return v
-
     def thresholds_for(self, table: str) -> HealthThresholds:
         """Defaults, then every matching override in the order written."""
         merged = self.thresholds.model_dump()
@@ -334,27 +314,13 @@ class MaintenanceSettings(Strict):
     overrides: dict[str, dict[str, object]] = Field(
         default_factory=dict, description="Per-table policy: glob on namespace.table → policy keys"
     )
-    log_table: str = Field(default="icetide.maintenance", description="namespace.table of the action log")
+    log_table: TableId = Field(default="icetide.maintenance", description="namespace.table of the action log")
     rewrites_per_cycle: int = Field(default=1, ge=1, description="Data/delete rewrites per cycle")
     rewrite_bytes_per_cycle: int = Field(default=50 * 1024**3, gt=0, description="Bytes rewritten per cycle")
     in_run: bool = Field(default=False, description="Run maintenance inside `icetide run`, beside ingestion")
-    interval: str = Field(default="10 minutes", description="At most this long between cycles (polling)")
-    min_interval: str = Field(default="60 seconds", description="At least this long between cycles")
+    interval: Interval = Field(default="10 minutes", description="At most this long between cycles (polling)")
+    min_interval: Interval = Field(default="60 seconds", description="At least this long between cycles")
 
-    @field_validator("interval", "min_interval")
-    @classmethod
-    def _intervals(cls, v: str) -> str:
-        interval_seconds(v)
-        return v
-
-    @field_validator("log_table")
-    @classmethod
-    def _log(cls, v: str) -> str:
-        try:
-            validate_table(v)
-        except IdentifierError as e:
-            raise ValueError(str(e)) from None
-        return v
 
     @field_validator("overrides")
     @classmethod

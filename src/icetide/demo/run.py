@@ -43,7 +43,7 @@ def demo_config(port: int, trigger: str = "5 seconds") -> dict[str, object]:
 
 
 def run_demo(seconds: float, events: int, port: int, fresh: bool) -> None:
-    from icetide.ingest.runner import Runner
+    from icetide.ingest.runner import run_until_stopped
 
     home = paths.home()
     demo_dir = home / "demo"
@@ -69,15 +69,8 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool) -> None:
     cfg = load_config(cfg_path)
     console.print(f"[green]✓[/] pipeline config: {cfg_path}")
     started = time.monotonic()
-    runner = Runner(cfg)
-    runner.install_signal_handlers()
-    try:
-        summary = runner.run(duration=seconds, until_idle=True)
-    finally:
-        runner.close()
-    c = summary.counters
-    console.print(f"[green]✓[/] ingested for {time.monotonic() - started:.0f}s: {c.batches} batches, "
-                  f"{c.records} records, {c.written} written, {c.dead_letters} dead-lettered")
+    runner, summary = run_until_stopped(cfg, duration=seconds, until_idle=True)
+    console.print(f"[green]✓[/] ingested for {time.monotonic() - started:.0f}s: {summary.describe()}")
     report(runner.spark, cfg.catalog.name)
     health_table(collect_all(runner.spark, cfg, record=True, alert=False), "Table health before maintenance")
     maintenance(runner.spark, cfg)
@@ -116,11 +109,12 @@ def maintenance(spark, cfg) -> None:  # type: ignore[no-untyped-def]
 
 def health_report(spark, cfg, demo_dir) -> None:  # type: ignore[no-untyped-def]
     """Table health after maintenance, recorded to history, and the HTML report."""
-    from icetide.health.report import history_rows, render
+    from icetide.health.report import history_rows, maintenance_rows, render
 
     health_table(collect_all(spark, cfg, record=True, alert=False), "Table health after maintenance")
     page = demo_dir / "report.html"
-    page.write_text(render(history_rows(spark, cfg.catalog.name, cfg.health.history_table, 24)))
+    page.write_text(render(history_rows(spark, cfg.catalog.name, cfg.health.history_table, 24),
+                           maintenance_rows(spark, cfg.catalog.name, cfg.maintenance.log_table, 24)))
     console.print(f"[green]✓[/] HTML health report: {page}")
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from icetide.health.score import Scored, score_partition, score_table
 from icetide.health.thresholds import HealthThresholds
 from icetide.ingest import checkpoint
-from icetide.ingest.offsets import K_PIPELINE, K_PLANNED_AT, PROPERTY_PREFIX
+from icetide.ingest.offsets import K_PIPELINE, K_PLANNED_AT, PROPERTY_PREFIX, Watermark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -75,6 +75,8 @@ class TableHealth:
     metadata_file_bytes: int | None = None
     icetide_pipelines: list[str] = field(default_factory=list)
     commit_latency_ms: int | None = None
+    freshness_ms: int | None = None
+    kafka_lag: int | None = None
     seconds_to_collect: float = 0.0
     score: float = 100.0
     tier: str = "healthy"
@@ -191,6 +193,7 @@ def collect(spark: SparkSession, table: str, thresholds: HealthThresholds | None
     pipelines = sorted({s["summary"][K_PIPELINE] for s in snaps if s["summary"] and K_PIPELINE in s["summary"]})
     pipelines = sorted(set(pipelines) | {k[len(PROPERTY_PREFIX):] for k in props if k.startswith(PROPERTY_PREFIX)})
     latency = _commit_latency(snaps)
+    freshness = _freshness(props)
     if not partitioned:
         for p in parts.values():
             p.last_write_ms = last_commit
@@ -212,7 +215,7 @@ def collect(spark: SparkSession, table: str, thresholds: HealthThresholds | None
         manifests=int(m["n"]) if m else 0, manifest_bytes=int(m["bytes"]) if m else 0,
         delete_manifests=int(m["dm"]) if m else 0,
         metadata_file_bytes=_metadata_file_bytes(spark, table),
-        icetide_pipelines=pipelines, commit_latency_ms=latency,
+        icetide_pipelines=pipelines, commit_latency_ms=latency, freshness_ms=freshness,
     )
     for p in health.partitions:
         _apply(p, score_partition(p, th))
@@ -233,6 +236,22 @@ def _commit_latency(snaps: list[Any]) -> int | None:
         return None
     ts, planned = max(tagged)
     return max(0, ts - planned)
+
+
+def _freshness(props: dict[str, str]) -> int | None:
+    """Newest icetide commit: its commit time minus the newest Kafka timestamp it held."""
+    best: tuple[int, int] | None = None
+    for key, value in props.items():
+        if key.startswith(PROPERTY_PREFIX):
+            wm = Watermark.from_property(value)
+            if wm.kafka_ts_max is not None and (best is None or wm.committed_at_ms > best[0]):
+                best = (wm.committed_at_ms, int(wm.kafka_ts_max))
+    return None if best is None else max(0, best[0] - best[1])
+
+
+def watermarks(props: dict[str, str]) -> dict[str, Watermark]:
+    return {k[len(PROPERTY_PREFIX):]: Watermark.from_property(v) for k, v in props.items()
+            if k.startswith(PROPERTY_PREFIX)}
 
 
 def _metadata_file_bytes(spark: SparkSession, table: str) -> int | None:

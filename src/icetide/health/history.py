@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 _LONGS = ("data_files", "data_bytes", "records", "small_files", "delete_files", "deleted_records",
           "snapshots", "commits_last_hour", "manifests", "manifest_bytes", "metadata_file_bytes",
-          "commit_latency_ms", "last_write_ms")
+          "commit_latency_ms", "last_write_ms", "freshness_ms", "kafka_lag")
 SCHEMA = StructType(
     [StructField("collected_at", TimestampType()), StructField("table_name", StringType()),
      StructField("level", StringType()), StructField("partition", StringType()),

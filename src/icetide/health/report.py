@@ -21,20 +21,36 @@ PLOTS: list[tuple[str, str, str]] = [
     ("avg_file_bytes", "Average data file size", "MiB"),
     ("commits_last_hour", "Commits in the last hour", "commits/h"),
     ("delete_ratio", "Delete ratio (deleted rows / data rows)", "ratio"),
+    ("freshness_ms", "Freshness (newest Kafka timestamp → commit)", "s"),
     ("commit_latency_ms", "Commit latency (commit − batch planned)", "s"),
     ("score", "Health score", "0-100"),
 ]
-_SCALE = {"avg_file_bytes": 1 / (1024 * 1024), "commit_latency_ms": 1 / 1000}
+_SCALE = {"avg_file_bytes": 1 / (1024 * 1024), "commit_latency_ms": 1 / 1000, "freshness_ms": 1 / 1000}
 
 
 def history_rows(spark: SparkSession, catalog: str, history_table: str, since_hours: float) -> list[Any]:
     ns, name = validate_table(history_table, "health.history_table")
     return spark.sql(
         f"SELECT collected_at, table_name, score, tier, data_files, avg_file_bytes, commits_last_hour, "
-        f"delete_ratio, commit_latency_ms, small_files, snapshots, manifests, reasons "
+        f"delete_ratio, commit_latency_ms, freshness_ms, small_files, snapshots, manifests, reasons "
         f"FROM {catalog}.{ns}.{name} WHERE level = 'table' "
         f"AND collected_at >= current_timestamp() - make_dt_interval(0, 0, 0, {float(since_hours) * 3600}) "
         f"ORDER BY collected_at"
+    ).collect()
+
+
+def maintenance_rows(spark: SparkSession, catalog: str, log_table: str, since_hours: float) -> list[Any]:
+    """Recent maintenance actions (empty if none were recorded yet)."""
+    from icetide.ingest.tables import table_exists
+
+    ns, name = validate_table(log_table, "maintenance.log_table")
+    fq = f"{catalog}.{ns}.{name}"
+    if not table_exists(spark, fq):
+        return []
+    return spark.sql(
+        f"SELECT started_at, table_name, step, outcome, files_in, files_out, seconds, reason FROM {fq} "
+        f"WHERE started_at >= current_timestamp() - make_dt_interval(0, 0, 0, {float(since_hours) * 3600}) "
+        f"ORDER BY started_at DESC LIMIT 200"
     ).collect()
 
 
@@ -66,7 +82,7 @@ def _svg(series: dict[str, list[tuple[datetime, float]]], title: str, unit: str)
     return text[text.index("<svg"):]
 
 
-def render(rows: list[Any], generated_at: datetime | None = None) -> str:
+def render(rows: list[Any], actions: list[Any] | None = None, generated_at: datetime | None = None) -> str:
     generated_at = generated_at or datetime.now()
     latest: dict[str, Any] = {}
     for r in rows:
@@ -86,6 +102,19 @@ def render(rows: list[Any], generated_at: datetime | None = None) -> str:
         f"<td>{r['snapshots']}</td><td>{r['manifests']}</td></tr>"
         for t, r in sorted(latest.items(), key=lambda kv: kv[1]["score"])
     )
+    action_rows = "".join(
+        f"<tr class='{html.escape(a['outcome'])}'><td>{a['started_at']:%Y-%m-%d %H:%M:%S}</td>"
+        f"<td>{html.escape(a['table_name'])}</td><td>{html.escape(a['step'])}</td>"
+        f"<td>{html.escape(a['outcome'])}</td><td>{a['files_in'] if a['files_in'] is not None else ''} → "
+        f"{a['files_out'] if a['files_out'] is not None else ''}</td><td>{a['seconds']:.1f}</td>"
+        f"<td>{html.escape(a['reason'] or '')[:300]}</td></tr>"
+        for a in (actions or [])
+    )
+    maintenance = (
+        "<table class='actions'><tr><th>started</th><th>table</th><th>step</th><th>outcome</th>"
+        f"<th>files in → out</th><th>s</th><th>reason</th></tr>{action_rows}</table>"
+        if action_rows else "<p>No maintenance actions recorded in this window.</p>"
+    )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>icetide health report</title>
 <style>
@@ -101,5 +130,7 @@ tr.healthy td:nth-child(2) {{ color: #080; }}
 <table><tr><th>table</th><th>tier</th><th>score</th><th>data files</th><th>small</th><th>avg size</th>
 <th>delete ratio</th><th>snapshots</th><th>manifests</th></tr>{table_rows}</table>
 <h2>Over time</h2><div class="plots">{"".join(plots)}</div>
+<h2>Maintenance actions</h2>
+{maintenance}
 </body></html>
 """

@@ -98,4 +98,6 @@ def score_table(t: TableHealth, th: HealthThresholds, now_ms: int) -> Scored:
         age = (now_ms - t.last_commit_ms) / 1000
         if age > th.freshness_sla_seconds:
             s.at_least("warning", f"no commit for {age:.0f}s (freshness SLA {th.freshness_sla_seconds:g}s)")
+    if th.freshness_sla_seconds and t.freshness_ms is not None and t.freshness_ms / 1000 > th.freshness_sla_seconds:
+        s.at_least("warning", f"freshness {t.freshness_ms / 1000:.0f}s (SLA {th.freshness_sla_seconds:g}s)")
     return s.finish()

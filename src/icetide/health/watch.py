@@ -33,6 +33,28 @@ def list_tables(spark: SparkSession, catalog: str, namespace: str) -> list[str]:
     return sorted(out)
 
 
+def add_kafka_lag(spark: SparkSession, cfg: PipelineConfig, healths: list[TableHealth]) -> None:
+    """Records in Kafka not yet in each table, for the configured pipeline (if Kafka answers)."""
+    from icetide.health.collector import table_properties, watermarks
+    from icetide.ingest.source import high_watermarks, list_partitions
+
+    wanted = {h.table: watermarks(table_properties(spark, h.table)).get(cfg.name) for h in healths
+              if cfg.name in h.icetide_pipelines}
+    tps = sorted({tp for wm in wanted.values() if wm for tp in wm.offsets})
+    if not tps:
+        return
+    try:
+        list_partitions(cfg.source, timeout=3)  # fail fast when Kafka is not reachable
+        ends = high_watermarks(cfg.source, tps)
+    except Exception as e:
+        log.warning("kafka lag not computed: %s", e)
+        return
+    for h in healths:
+        wm = wanted.get(h.table)
+        if wm:
+            h.kafka_lag = sum(max(0, ends[tp] - off) for tp, off in wm.offsets.items() if tp in ends)
+
+
 def collect_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
                 record: bool = False, alert: bool = True) -> list[TableHealth]:
     """Collect every watched table, worst first; optionally record history and emit alerts."""
@@ -41,6 +63,7 @@ def collect_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | No
     if record:
         names = [t for t in names if t != cfg.health.history_table]
     healths = [collect(spark, f"{cat}.{t}", cfg.health.thresholds_for(t)) for t in names]
+    add_kafka_lag(spark, cfg, healths)
     healths.sort(key=lambda h: (h.score, -h.max_partition_files))
     if alert:
         alerts.emit([e for h in healths for e in alerts.alerts(h)], cfg.health.webhook_url)

@@ -75,6 +75,7 @@ class Watermark:
     batch: int = -1
     batch_ranges: BatchRanges | None = None
     committed_at_ms: int = 0
+    kafka_ts_max: int | None = None  # newest Kafka timestamp in the batch (freshness)
 
     def get(self, tp: TopicPartition) -> int:
         return self.offsets.get(tp, -1)
@@ -108,6 +109,7 @@ class Watermark:
                 "run": self.run,
                 "batch": self.batch,
                 "committed_at_ms": self.committed_at_ms,
+                "kafka_ts_max": self.kafka_ts_max,
                 "watermark": json.loads(self.encode()),
                 "batch_offsets": json.loads(self.batch_ranges.encode()) if self.batch_ranges else {},
             },
@@ -118,7 +120,7 @@ class Watermark:
     @classmethod
     def from_property(cls, text: str) -> Watermark:
         raw = json.loads(text)
-        return cls.from_summary(
+        wm = cls.from_summary(
             {
                 K_WATERMARK: json.dumps(raw.get("watermark", {})),
                 K_RUN: raw.get("run", ""),
@@ -127,6 +129,8 @@ class Watermark:
             },
             committed_at_ms=int(raw.get("committed_at_ms", 0)),
         )
+        wm.kafka_ts_max = raw.get("kafka_ts_max")
+        return wm
 
 
 def commit_properties(pipeline: str, run: str, batch: int, ranges: BatchRanges,

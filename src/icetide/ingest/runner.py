@@ -34,6 +34,22 @@ class RunSummary:
     counters: PipelineCounters
     stopped_by: str
 
+    def describe(self) -> str:
+        c = self.counters
+        return (f"{c.batches} batches, {c.records} records, {c.written} written, "
+                f"{c.dead_letters} dead-lettered")
+
+
+def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
+                      until_idle: bool = False) -> tuple[Runner, RunSummary]:
+    """Run a pipeline in the foreground: SIGTERM/SIGINT stop it after the current batch."""
+    runner = Runner(cfg)
+    runner.install_signal_handlers()
+    try:
+        return runner, runner.run(duration=duration, until_idle=until_idle)
+    finally:
+        runner.close()
+
 
 def table_watermarks(spark: SparkSession, writer: BatchWriter) -> dict[str, Watermark]:
     out = {}
@@ -83,7 +99,8 @@ class Runner:
             from icetide.maintenance.loop import MaintenanceLoop
 
             tables = [cfg.target.table, cfg.dead_letter.table]
-            self.maintenance = MaintenanceLoop(self.spark, cfg, lambda: tables)
+            self.maintenance = MaintenanceLoop(self.spark, cfg, lambda: tables,
+                                               in_flight_since_ms=lambda: self.writer.in_flight_since_ms)
         self.writer = BatchWriter(self.spark, cfg, self.run_id,
                                   on_commit=self.maintenance.notify if self.maintenance else None)
         self._stop = threading.Event()
@@ -121,7 +138,10 @@ class Runner:
             self.maintenance.start()
         while True:
             self.query = self._start()
-            log.info("pipeline %s started (run %s, query %s)", self.cfg.name, self.run_id, self.query.id)
+            src = self.cfg.source
+            log.info("pipeline %s started (run %s, query %s): %s from %s, options %s", self.cfg.name, self.run_id,
+                     self.query.id, src.topics or src.topic_pattern, src.bootstrap_servers,
+                     source.redacted(src.options))
             try:
                 self._watch(deadline, until_idle)
                 break

@@ -92,6 +92,9 @@ class BatchWriter:
         self._watermarks: dict[str, Watermark | None] = {}
         self.counters = PipelineCounters()
         self.on_commit = on_commit
+        #: When the batch being written started (epoch ms), None between batches: orphan cleanup
+        #: never considers files younger than this.
+        self.in_flight_since_ms: int | None = None
 
     # -- schema -----------------------------------------------------------------------------
     def resolve_schema(self, kafka_rows: DataFrame) -> StructType:
@@ -158,11 +161,14 @@ class BatchWriter:
     # -- the batch --------------------------------------------------------------------------
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        self.in_flight_since_ms = int(time.time() * 1000)
         try:
             result = self._process(df, batch_id, started)
         except BaseException:
             self.forget_watermarks()
             raise
+        finally:
+            self.in_flight_since_ms = None
         if result is not None:
             self.counters.add(result)
             log.info(json.dumps(result.as_event(self.cfg.name)))
@@ -186,7 +192,7 @@ class BatchWriter:
         written: dict[str, int] = {}
         skipped: list[str] = []
         n = self._commit(self.target, observed.where(good), lambda d: decode.good_rows(d, schema, meta),
-                         batch_id, ranges)
+                         batch_id, ranges, stats)
         if n is None:
             skipped.append(self.target)
             counts = parsed.agg(F.count_if(good).alias("good"), F.count_if(bad).alias("bad"),
@@ -219,7 +225,7 @@ class BatchWriter:
         return BatchRanges(offsets, planned_at_ms=planned)
 
     def _commit(self, table: str, rows: DataFrame, project: Callable[[DataFrame], DataFrame],
-                batch_id: int, ranges: BatchRanges) -> int | None:
+                batch_id: int, ranges: BatchRanges, stats: Observation | None = None) -> int | None:
         """Append the rows not yet in ``table``; None if the table already holds the whole batch."""
         wm = self.watermark(table)
         if wm is not None and wm.covers(ranges):
@@ -237,6 +243,10 @@ class BatchWriter:
         for k, v in commit_properties(self.cfg.name, self.run_id, batch_id, ranges, new.offsets).items():
             writer = writer.option(f"snapshot-property.{k}", v)
         writer.append()
+        new.committed_at_ms = int(time.time() * 1000)
+        if stats is not None:  # filled in by the write that just finished
+            ts = stats.get.get("ts_max")
+            new.kafka_ts_max = int(ts) if ts is not None else None
         self._watermarks[table] = new
         self._mirror(table, new)
         if self.on_commit is not None:

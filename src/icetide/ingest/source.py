@@ -67,6 +67,15 @@ def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int]) -
 
 def low_watermarks(src: KafkaSource, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
     """Oldest offset Kafka still retains, per partition."""
+    return _watermarks(src, tps, 0)
+
+
+def high_watermarks(src: KafkaSource, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """Next offset Kafka will assign, per partition."""
+    return _watermarks(src, tps, 1)
+
+
+def _watermarks(src: KafkaSource, tps: list[TopicPartition], which: int) -> dict[TopicPartition, int]:
     if not tps:
         return {}
     from confluent_kafka import Consumer
@@ -75,7 +84,8 @@ def low_watermarks(src: KafkaSource, tps: list[TopicPartition]) -> dict[TopicPar
     c = Consumer({**_client_conf(src), "group.id": "icetide-offset-probe", "log_level": 0,
                   "enable.auto.commit": False})
     try:
-        return {(t, p): int(c.get_watermark_offsets(KafkaTopicPartition(t, p), timeout=10)[0]) for t, p in tps}
+        return {(t, p): int(c.get_watermark_offsets(KafkaTopicPartition(t, p), timeout=10)[which])
+                for t, p in tps}
     finally:
         c.close()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from icetide.config.models import PipelineConfig
@@ -35,14 +36,15 @@ def plan_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None 
 
 
 def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
-              dry_run: bool = False) -> tuple[list[TablePlan], list[ActionRecord]]:
+              dry_run: bool = False,
+              in_flight_since_ms: Callable[[], int | None] | None = None) -> tuple[list[TablePlan], list[ActionRecord]]:
     """Order tables by priority, then re-plan each one right before running it.
 
     Re-planning just before execution keeps the hot-partition check seconds old even when earlier
     tables' rewrites take minutes: a partition the stream started writing meanwhile is left alone.
     """
     m = cfg.maintenance
-    executor = Executor(spark, cfg.catalog.name, m.log_table)
+    executor = Executor(spark, cfg.catalog.name, m.log_table, in_flight_since_ms=in_flight_since_ms)
     budget = Budget(m.rewrites_per_cycle, m.rewrite_bytes_per_cycle)
     executed: list[TablePlan] = []
     records: list[ActionRecord] = []

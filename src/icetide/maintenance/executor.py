@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -92,15 +93,12 @@ def _quote_filter(text: str) -> str:
     return f'"{text}"'
 
 
-def procedure_sql(catalog: str, step: Step, dry_run_orphans: bool = False) -> str:
+def procedure_sql(catalog: str, step: Step) -> str:
     """``CALL <catalog>.system.<procedure>(...)`` for a planned step."""
     args = [f"table => {_quote(step.table)}"]  # catalog-qualified: no lookup of the namespace as a catalog
     a = step.args
     if step.action == "expire_snapshots":
         args += [f"older_than => TIMESTAMP {_quote(a['older_than'])}", f"retain_last => {int(a['retain_last'])}"]
-    elif step.action == "remove_orphan_files":
-        args += [f"older_than => TIMESTAMP {_quote(a['older_than'])}",
-                 f"dry_run => {'true' if dry_run_orphans else 'false'}"]
     elif step.action in ("rewrite_data_files", "rewrite_position_delete_files"):
         if step.action == "rewrite_data_files":
             args.append(f"strategy => {_quote(a.get('strategy', 'binpack'))}")
@@ -116,7 +114,7 @@ def procedure_sql(catalog: str, step: Step, dry_run_orphans: bool = False) -> st
 
 def _counts(step: str, rows: list[dict[str, Any]]) -> tuple[int | None, int | None, int | None]:
     if not rows:
-        return (0, 0, 0) if step == "remove_orphan_files" else (None, None, None)
+        return None, None, None
     r = rows[0]
     if step == "rewrite_data_files":
         return r.get("rewritten_data_files_count"), r.get("added_data_files_count"), r.get("rewritten_bytes_count")
@@ -126,14 +124,14 @@ def _counts(step: str, rows: list[dict[str, Any]]) -> tuple[int | None, int | No
         return r.get("rewritten_manifests_count"), r.get("added_manifests_count"), None
     if step == "expire_snapshots":
         return r.get("deleted_data_files_count"), 0, None
-    if step == "remove_orphan_files":
-        return len(rows), 0, None
     return None, None, None
 
 
 class Executor:
     def __init__(self, spark: SparkSession, catalog: str, log_table: str, retries: int = 3,
-                 backoff_seconds: float = 2.0, pool: str | None = "icetide_maintenance") -> None:
+                 backoff_seconds: float = 2.0, pool: str | None = "icetide_maintenance",
+                 in_flight_since_ms: Callable[[], int | None] | None = None) -> None:
+        self.in_flight_since_ms = in_flight_since_ms
         self.spark = spark
         self.catalog = catalog
         self.log_table = log_table
@@ -166,20 +164,17 @@ class Executor:
         if dry_run and step.action != "remove_orphan_files":
             rec.outcome = "dry_run"
             return rec
-        sql = procedure_sql(self.catalog, step, dry_run_orphans=dry_run)
+        if step.action == "remove_orphan_files":
+            return self._orphans(step, rec, dry_run, started)
+        sql = procedure_sql(self.catalog, step)
         for attempt in range(1, self.retries + 2):
             rec.attempts = attempt
             try:
                 log.info("maintenance: %s", sql)
                 rows = [r.asDict(recursive=True) for r in self.spark.sql(sql).collect()]
-                rec.result = rows if step.action != "remove_orphan_files" else [{"orphan_file_location": r.get(
-                    "orphan_file_location")} for r in rows]
+                rec.result = rows
                 rec.files_in, rec.files_out, rec.bytes_in = _counts(step.action, rows)
-                rec.outcome = "dry_run" if dry_run else "ok"
-                if step.action == "remove_orphan_files":
-                    for r in rows:
-                        log.warning(json.dumps({"event": "orphan_file", "table": step.table, "dry_run": dry_run,
-                                                "path": r.get("orphan_file_location")}))
+                rec.outcome = "ok"
                 budget.spend(step)
                 break
             except Exception as e:
@@ -194,6 +189,23 @@ class Executor:
                 log.warning("maintenance: %s %s conflicted (%s); retry %d in %.0fs", step.table, step.action,
                             rec.error, attempt, wait)
                 time.sleep(wait)
+        rec.seconds = round(time.monotonic() - started, 3)
+        return rec
+
+    def _orphans(self, step: Step, rec: ActionRecord, dry_run: bool, started: float) -> ActionRecord:
+        from icetide.maintenance.orphans import remove_orphans
+
+        rec.attempts = 1
+        try:
+            older = int(datetime.strptime(step.args["older_than"], "%Y-%m-%d %H:%M:%S")
+                        .replace(tzinfo=UTC).timestamp() * 1000)
+            paths = remove_orphans(self.spark, step.table, older, dry_run, self.in_flight_since_ms)
+            rec.result = [{"orphan_file_location": p} for p in paths]
+            rec.files_in, rec.files_out = len(paths), 0
+            rec.outcome = "dry_run" if dry_run else "ok"
+        except Exception as e:
+            rec.outcome, rec.error = "failed", (str(e).strip().splitlines() or [type(e).__name__])[0][:1000]
+            log.error("maintenance: %s remove_orphan_files failed: %s", step.table, rec.error)
         rec.seconds = round(time.monotonic() - started, 3)
         return rec
 

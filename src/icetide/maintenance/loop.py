@@ -26,7 +26,9 @@ log = logging.getLogger(__name__)
 
 
 class MaintenanceLoop:
-    def __init__(self, spark: SparkSession, cfg: PipelineConfig, tables: Callable[[], list[str] | None]) -> None:
+    def __init__(self, spark: SparkSession, cfg: PipelineConfig, tables: Callable[[], list[str] | None],
+                 in_flight_since_ms: Callable[[], int | None] | None = None) -> None:
+        self.in_flight_since_ms = in_flight_since_ms
         self.spark = spark
         self.cfg = cfg
         self.tables = tables
@@ -66,7 +68,8 @@ class MaintenanceLoop:
             self._wake.clear()
             last = time.monotonic()
             try:
-                _, records = run_cycle(self.spark, self.cfg, self.tables())
+                _, records = run_cycle(self.spark, self.cfg, self.tables(),
+                                       in_flight_since_ms=self.in_flight_since_ms)
                 self.last_records = records
                 self.cycles += 1
                 done = [f"{r.table}:{r.step}:{r.outcome}" for r in records]

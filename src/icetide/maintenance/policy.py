@@ -14,7 +14,7 @@ STEPS: tuple[StepName, ...] = ("expire_snapshots", "remove_orphan_files", "rewri
                                "rewrite_position_delete_files", "rewrite_manifests")
 DEFAULT_STEPS: tuple[StepName, ...] = ("expire_snapshots", "rewrite_data_files", "rewrite_position_delete_files",
                                        "rewrite_manifests")
-ORPHAN_FLOOR_SECONDS = 24 * 3600  # Iceberg's remove_orphan_files refuses anything shorter
+ORPHAN_FLOOR_SECONDS = 3600  # must exceed the longest commit interval of any writer of the table
 
 
 class MaintenancePolicy(BaseModel):
@@ -42,7 +42,8 @@ class MaintenancePolicy(BaseModel):
     snapshots_trigger: int = Field(default=100, ge=1, description="Expire once more snapshots than this exist")
     orphan_min_age_seconds: float = Field(
         default=3 * 24 * 3600, ge=ORPHAN_FLOOR_SECONDS,
-        description="Only files older than this can be orphans (floor 24 h, Iceberg's own)",
+        description="Only files older than this can be orphans (floor 1 h; must exceed the longest "
+        "commit interval of every writer; icetide's own in-flight writes are protected regardless)",
     )
     manifests_trigger: int = Field(default=50, ge=2, description="Rewrite manifests above this many")
     hot_partition_quiet_seconds: float = Field(

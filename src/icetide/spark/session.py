@@ -58,6 +58,8 @@ def session_conf(cfg: PipelineConfig) -> dict[str, str]:
         "spark.sql.streaming.metricsEnabled": "true",
         # Parsing leaves type-mismatched fields null and flags the record, so it is dead-lettered.
         "spark.sql.json.enablePartialResults": "true",
+        # Spark's default misses REST catalog credentials and Kafka JAAS configs.
+        "spark.redaction.regex": "(?i)secret|password|token|access[.]key|credential|jaas",
     }
     if cfg.spark.master and cfg.spark.master.startswith("local"):
         conf["spark.sql.shuffle.partitions"] = str(max(2, (os.cpu_count() or 2) * 2))

@@ -1,0 +1,69 @@
+"""Safe orphan cleanup with Iceberg's own ``DeleteOrphanFiles`` action.
+
+Iceberg decides what is an orphan (not referenced by any snapshot, manifest, metadata or statistics
+file, under the table location, older than the cutoff). icetide supplies the delete function: every
+path is logged, a dry run deletes nothing, and the cutoff is never later than the start of a write
+icetide itself has in flight (``in_flight_since``), so files of an uncommitted batch survive even
+when the age floor is short. Other writers are protected by the age floor alone, which must exceed
+their longest commit interval.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+IN_FLIGHT_MARGIN_MS = 60_000
+
+
+class _Delete:
+    """A ``java.util.function.Consumer<String>`` that Iceberg calls for every orphan."""
+
+    def __init__(self, spark: SparkSession, table: str, dry_run: bool) -> None:
+        self.spark, self.table, self.dry_run = spark, table, dry_run
+        self.paths: list[str] = []
+
+    def accept(self, path: str) -> None:
+        self.paths.append(str(path))
+        log.warning(json.dumps({"event": "orphan_file", "table": self.table, "dry_run": self.dry_run,
+                                "path": str(path)}))
+        if not self.dry_run:
+            jvm = self.spark._jvm
+            assert jvm is not None
+            p = jvm.org.apache.hadoop.fs.Path(str(path))
+            p.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(p, False)  # type: ignore[union-attr]
+
+    class Java:
+        implements: ClassVar[list[str]] = ["java.util.function.Consumer"]
+
+
+def cutoff(older_than_ms: int, in_flight_since_ms: Callable[[], int | None] | None) -> int:
+    """The effective cutoff: the age floor, moved earlier than any in-flight icetide write."""
+    since = in_flight_since_ms() if in_flight_since_ms else None
+    return older_than_ms if since is None else min(older_than_ms, since - IN_FLIGHT_MARGIN_MS)
+
+
+def remove_orphans(spark: SparkSession, table: str, older_than_ms: int, dry_run: bool,
+                   in_flight_since_ms: Callable[[], int | None] | None = None) -> list[str]:
+    """Find (and unless ``dry_run``, delete) orphans of ``table`` older than the cutoff."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None
+    ensure_callback_server_started(gateway)
+    jvm = spark._jvm
+    assert jvm is not None
+    iceberg_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    deleter = _Delete(spark, table, dry_run)
+    (jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+     .deleteOrphanFiles(iceberg_table)
+     .olderThan(cutoff(older_than_ms, in_flight_since_ms))
+     .deleteWith(deleter)
+     .execute())
+    return deleter.paths
