@@ -8,14 +8,14 @@ from __future__ import annotations
 import fnmatch
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from icetide.errors import IdentifierError
 from icetide.health.thresholds import HealthThresholds
 from icetide.identifiers import validate_name, validate_pipeline, validate_table, validate_topic
-from icetide.maintenance.policy import MaintenancePolicy, policy_for
+from icetide.maintenance.policy import MaintenancePolicy
 
 INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$")
 TRANSFORM_RE = re.compile(
@@ -59,6 +59,27 @@ def _interval(v: str) -> str:
 TableId = Annotated[str, AfterValidator(_table_id)]
 #: '10 seconds', '500 ms', '2 minutes'.
 Interval = Annotated[str, AfterValidator(_interval)]
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def check_overrides(model: type[BaseModel], overrides: dict[str, dict[str, Any]]) -> None:
+    """Each per-table override must be valid on its own for ``model``."""
+    for pattern, values in overrides.items():
+        try:
+            model(**values)
+        except Exception as e:
+            raise ValueError(f"override {pattern!r}: {e}") from None
+
+
+def merged_for(base: M, overrides: dict[str, dict[str, Any]], table: str) -> M:
+    """``base``, then every override whose glob matches ``table``, in the order written."""
+    merged = base.model_dump()
+    for pattern, values in overrides.items():
+        if fnmatch.fnmatchcase(table, pattern):
+            merged.update(values)
+    return type(base)(**merged)
 
 
 class Strict(BaseModel):
@@ -291,20 +312,11 @@ class HealthSettings(Strict):
     @field_validator("overrides")
     @classmethod
     def _overrides(cls, v: dict[str, dict[str, float | int | None]]) -> dict[str, dict[str, float | int | None]]:
-        for pattern, values in v.items():
-            try:
-                HealthThresholds(**values)  # type: ignore[arg-type]
-            except Exception as e:
-                raise ValueError(f"override {pattern!r}: {e}") from None
+        check_overrides(HealthThresholds, v)
         return v
 
     def thresholds_for(self, table: str) -> HealthThresholds:
-        """Defaults, then every matching override in the order written."""
-        merged = self.thresholds.model_dump()
-        for pattern, values in self.overrides.items():
-            if fnmatch.fnmatchcase(table, pattern):
-                merged.update(values)
-        return HealthThresholds(**merged)
+        return merged_for(self.thresholds, self.overrides, table)
 
 
 class MaintenanceSettings(Strict):
@@ -321,19 +333,14 @@ class MaintenanceSettings(Strict):
     interval: Interval = Field(default="10 minutes", description="At most this long between cycles (polling)")
     min_interval: Interval = Field(default="60 seconds", description="At least this long between cycles")
 
-
     @field_validator("overrides")
     @classmethod
     def _overrides(cls, v: dict[str, dict[str, object]]) -> dict[str, dict[str, object]]:
-        for pattern, values in v.items():
-            try:
-                MaintenancePolicy(**values)  # type: ignore[arg-type]
-            except Exception as e:
-                raise ValueError(f"override {pattern!r}: {e}") from None
+        check_overrides(MaintenancePolicy, v)
         return v
 
     def policy_for(self, table: str) -> MaintenancePolicy:
-        return policy_for(self.policy, self.overrides, table)
+        return merged_for(self.policy, self.overrides, table)
 
 
 class PipelineConfig(Strict):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from typing import Literal
 
@@ -59,10 +58,3 @@ class MaintenancePolicy(BaseModel):
                 raise ValueError(f"sort column {c!r} is not allowed (use A-Z a-z 0-9 _)")
         return v
 
-
-def policy_for(default: MaintenancePolicy, overrides: dict[str, dict[str, object]], table: str) -> MaintenancePolicy:
-    merged = default.model_dump()
-    for pattern, values in overrides.items():
-        if fnmatch.fnmatchcase(table, pattern):
-            merged.update(values)
-    return MaintenancePolicy(**merged)
