@@ -156,7 +156,8 @@ _TIER_STYLE = {"healthy": "green", "warning": "yellow", "critical": "bold red"}
 @handle_errors
 def status(config_path: Path, namespaces: tuple[str, ...], record: bool, output: str) -> None:
     """Health of every table in the watched namespaces, worst first (metadata only)."""
-    from icetide.health.watch import collect_all, list_tables
+    from icetide.health.watch import collect_all
+    from icetide.ingest.tables import list_tables
     from icetide.spark import build_session
 
     cfg = load_config(config_path)
@@ -236,7 +237,7 @@ def _print_plans(plans) -> None:  # type: ignore[no-untyped-def]
 @handle_errors
 def plan(config_path: Path, namespaces: tuple[str, ...], output: str) -> None:
     """Dry run: what maintenance would do to each table, in priority order, and why."""
-    from icetide.health.watch import list_tables
+    from icetide.ingest.tables import list_tables
     from icetide.maintenance.cycle import plan_all
     from icetide.spark import build_session
 
@@ -261,7 +262,7 @@ def maintain(config_path: Path, namespaces: tuple[str, ...], dry_run: bool, watc
     """Run a maintenance cycle against any catalog/namespace: plan, then execute in priority order."""
     from dataclasses import asdict
 
-    from icetide.health.watch import list_tables
+    from icetide.ingest.tables import list_tables
     from icetide.maintenance.cycle import run_cycle
     from icetide.spark import build_session
 

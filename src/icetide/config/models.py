@@ -194,48 +194,168 @@ class RestCatalog(Strict):
 CatalogConfig = Annotated[JdbcCatalog | RestCatalog, Field(discriminator="type")]
 
 
-class TargetTable(Strict):
-    """The Iceberg table records land in, and how icetide creates it if it does not exist."""
+_TEMPLATE_PART = r"(?:[a-z0-9_]|\{[a-z_][a-z0-9_]*\})+"
+TEMPLATE_RE = re.compile(rf"^(?P<ns>{_TEMPLATE_PART})\.(?P<table>{_TEMPLATE_PART})$")
+PLACEHOLDER_RE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+FIELD_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}(?:\.[A-Za-z_][A-Za-z0-9_]{0,127}){0,7}$")
+HEADER_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
-    table: TableId = Field(description="namespace.table inside the catalog")
+
+def _check_transforms(v: list[str]) -> list[str]:
+    for t in v:
+        if not TRANSFORM_RE.fullmatch(t.strip()):
+            raise ValueError(
+                f"{t!r} is not a partition transform; use a column name, years|months|days|"
+                "hours(col), bucket(N, col) or truncate(N, col)"
+            )
+    return [t.strip() for t in v]
+
+
+def _check_properties(v: dict[str, str]) -> dict[str, str]:
+    for k in v:
+        if not PROPERTY_KEY_RE.fullmatch(k):
+            raise ValueError(f"property key {k!r} is not allowed (use A-Z a-z 0-9 . _ -)")
+    return {k: str(val) for k, val in v.items()}
+
+
+def _check_columns(v: list[str]) -> list[str]:
+    for c in v:
+        if not COLUMN_RE.fullmatch(c):
+            raise ValueError(f"column {c[:64]!r} is not allowed (use A-Z a-z 0-9 _, starting with a letter or _)")
+    return v
+
+
+Transforms = Annotated[list[str], AfterValidator(_check_transforms)]
+Properties = Annotated[dict[str, str], AfterValidator(_check_properties)]
+Columns = Annotated[list[str], AfterValidator(_check_columns)]
+
+
+class TablePolicy(Strict):
+    """How icetide creates a table it has not seen before."""
+
     schema_ddl: str | None = Field(
         default=None,
         alias="schema",
         description="Record schema as Spark DDL ('id STRING, ts TIMESTAMP, ...'); "
-        "default: the existing table's schema, else inferred from the first batch",
+        "default: the existing table's schema, else inferred from the records",
     )
-    partition_by: list[str] = Field(
+    partition_by: Transforms = Field(
         default_factory=list, description="Partition transforms, e.g. ['days(event_time)']"
     )
-    properties: dict[str, str] = Field(
+    sort_by: Columns = Field(
+        default_factory=list, description="Sort order columns (used by writes and sort compaction)"
+    )
+    properties: Properties = Field(
         default_factory=dict, description="Table properties on create (over icetide's defaults)"
+    )
+
+    def table_properties(self) -> dict[str, str]:
+        return {**STREAMING_TABLE_DEFAULTS, **self.properties}
+
+
+class RouteSettings(Strict):
+    """Route each record to a table chosen by its topic, one of its fields, or a header."""
+
+    by: Literal["topic", "field", "header"] = Field(description="Where the routing value comes from")
+    name: str | None = Field(
+        default=None, description="The field (dot path for nested fields) or header holding the value"
+    )
+    table: str = Field(
+        description="Table template, e.g. 'raw.{topic}' or 'events.{value}'; {value} (or {<name>}) "
+        "is the routing value, {topic} the topic, both lower-cased with '.' and '-' as '_' for topics"
+    )
+    namespaces: list[str] | None = Field(
+        default=None, description="Namespaces routed tables may live in; default: the template's namespace"
+    )
+    max_tables: int = Field(
+        default=100, gt=0, description="At most this many routed tables; records for more are dead-lettered"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> RouteSettings:
+        if self.by == "topic":
+            if self.name is not None:
+                raise ValueError("'name' is only used with by: field or by: header")
+        elif self.name is None:
+            raise ValueError(f"by: {self.by} needs 'name': the {self.by} that holds the routing value")
+        elif self.by == "field" and not FIELD_PATH_RE.fullmatch(self.name):
+            raise ValueError(f"name {self.name[:64]!r} is not a field path like 'event_type' or 'meta.kind'")
+        elif self.by == "header" and not HEADER_RE.fullmatch(self.name):
+            raise ValueError(f"name {self.name[:64]!r} is not a header name (A-Z a-z 0-9 . _ -)")
+        m = TEMPLATE_RE.fullmatch(self.table)
+        if m is None:
+            raise ValueError(
+                f"table {self.table[:64]!r} is not a template like 'raw.{{topic}}' or 'events.{{value}}' "
+                "(namespace.table of a-z 0-9 _ and {placeholders})"
+            )
+        allowed = {"topic", "value"} | ({self.name} if self.name and "." not in self.name else set())
+        for ph in PLACEHOLDER_RE.findall(self.table):
+            if ph not in allowed:
+                raise ValueError(f"table template placeholder {{{ph}}} is unknown; use one of "
+                                 + ", ".join(f"{{{a}}}" for a in sorted(allowed)))
+        if not PLACEHOLDER_RE.search(m.group("table")):
+            raise ValueError("table template must have a placeholder in the table name, e.g. 'raw.{topic}'")
+        if self.namespaces is None:
+            if PLACEHOLDER_RE.search(m.group("ns")):
+                raise ValueError("the template's namespace has a placeholder: list the allowed 'namespaces'")
+            self.namespaces = [m.group("ns")]
+        for ns in self.namespaces:
+            try:
+                validate_name(ns, "namespace")
+            except IdentifierError as e:
+                raise ValueError(str(e)) from None
+        return self
+
+    def template_parts(self) -> tuple[str, str]:
+        ns, table = self.table.split(".")
+        return ns, table
+
+
+class TargetTable(TablePolicy):
+    """Where records land: one table, or tables chosen per record by routing rules."""
+
+    table: TableId | None = Field(default=None, description="namespace.table inside the catalog")
+    route: RouteSettings | None = Field(default=None, description="Route records to many tables (instead of table)")
+    tables: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per-table creation policy: glob on namespace.table → schema, partition_by, sort_by, properties",
     )
     kafka_metadata_columns: bool = Field(
         default=True,
         description="Add _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp, _kafka_key",
     )
+    evolve_schema: bool = Field(
+        default=True,
+        description="Add new fields as nullable columns and widen int→long, float→double, decimal "
+        "precision; off: fields not in the table are ignored",
+    )
+    max_columns: int = Field(
+        default=1000, gt=0, description="Schema evolution never grows a table beyond this many fields"
+    )
 
-    @field_validator("partition_by")
+    @field_validator("tables")
     @classmethod
-    def _transforms(cls, v: list[str]) -> list[str]:
-        for t in v:
-            if not TRANSFORM_RE.fullmatch(t.strip()):
-                raise ValueError(
-                    f"{t!r} is not a partition transform; use a column name, years|months|days|"
-                    "hours(col), bucket(N, col) or truncate(N, col)"
-                )
-        return [t.strip() for t in v]
+    def _tables(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        check_overrides(TablePolicy, v)
+        return v
 
-    @field_validator("properties")
-    @classmethod
-    def _props(cls, v: dict[str, str]) -> dict[str, str]:
-        for k in v:
-            if not PROPERTY_KEY_RE.fullmatch(k):
-                raise ValueError(f"property key {k!r} is not allowed (use A-Z a-z 0-9 . _ -)")
-        return {k: str(val) for k, val in v.items()}
+    @model_validator(mode="after")
+    def _one_target(self) -> TargetTable:
+        if (self.table is None) == (self.route is None):
+            raise ValueError("set exactly one of 'table' (one table) or 'route' (tables chosen per record)")
+        return self
 
-    def table_properties(self) -> dict[str, str]:
-        return {**STREAMING_TABLE_DEFAULTS, **self.properties}
+    def policy_for(self, table: str) -> TablePolicy:
+        base = TablePolicy(schema=self.schema_ddl, partition_by=self.partition_by, sort_by=self.sort_by,
+                           properties=self.properties)
+        return merged_for(base, {k: {("schema_ddl" if kk == "schema" else kk): vv for kk, vv in v.items()}
+                                 for k, v in self.tables.items()}, table)
+
+    def namespaces(self) -> list[str]:
+        if self.route is not None:
+            return list(self.route.namespaces or [])
+        assert self.table is not None
+        return [self.table.split(".")[0]]
 
 
 class DeadLetter(Strict):
@@ -257,6 +377,13 @@ class StreamSettings(Strict):
         description="When the checkpoint is gone: resume from offsets recorded in the tables, or fail",
     )
     restart_attempts: int = Field(default=3, ge=0, description="Restarts after a transient failure")
+    table_write_parallelism: int = Field(
+        default=4, ge=1, le=64, description="Tables of one micro-batch written concurrently (each commits once)"
+    )
+    batch_log_table: TableId | None = Field(
+        default="icetide.ingest_batches",
+        description="namespace.table keeping per-batch metrics per table (null: log only)",
+    )
 
     def trigger_seconds(self) -> float:
         return interval_seconds(self.trigger_interval)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from icetide.config.models import PipelineConfig
 from icetide.health import alerts, history
 from icetide.health.collector import TableHealth, collect
-from icetide.identifiers import validate_name
+from icetide.ingest.tables import list_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -17,20 +17,7 @@ log = logging.getLogger(__name__)
 
 
 def namespaces(cfg: PipelineConfig) -> list[str]:
-    return cfg.health.namespaces or [cfg.target.table.split(".")[0]]
-
-
-def list_tables(spark: SparkSession, catalog: str, namespace: str) -> list[str]:
-    """``namespace.table`` of every table in a namespace (names validated; others skipped)."""
-    validate_name(namespace, "namespace")
-    out = []
-    for r in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect():
-        name = r["tableName"]
-        try:
-            out.append(f"{namespace}.{validate_name(name, 'table name')}")
-        except Exception:
-            log.warning("skipping table %s.%s: name outside icetide's identifier rules", namespace, name)
-    return sorted(out)
+    return cfg.health.namespaces or cfg.target.namespaces()
 
 
 def add_kafka_lag(spark: SparkSession, cfg: PipelineConfig, healths: list[TableHealth]) -> None:

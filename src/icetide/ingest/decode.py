@@ -27,18 +27,31 @@ KAFKA_COLUMNS = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_ti
 
 def with_kafka_columns(kafka_df: DataFrame) -> DataFrame:
     """Rename Spark's Kafka source columns to icetide's ``_kafka_*`` names."""
-    return kafka_df.select(
+    cols = [
         F.col("topic").alias("_kafka_topic"),
         F.col("partition").alias("_kafka_partition"),
         F.col("offset").alias("_kafka_offset"),
         F.col("timestamp").alias("_kafka_timestamp"),
         F.col("key").alias("_kafka_key"),
         F.col("value"),
-    )
+    ]
+    if "headers" in kafka_df.columns:
+        cols.append(F.col("headers").alias("_kafka_headers"))
+    return kafka_df.select(*cols)
 
 
-def parse(df: DataFrame, schema: StructType, max_value_bytes: int) -> DataFrame:
-    """Add the parsed struct and, for bad records, an error class and message."""
+#: Every class a dead letter can have.
+ERROR_CLASSES = ("null_value", "empty_value", "oversized_value", "malformed_json", "not_a_json_object",
+                 "type_mismatch", "missing_route", "invalid_route", "table_limit", "table_policy",
+                 "invalid_field", "schema_limit")
+
+
+def parse(df: DataFrame, schema: StructType, max_value_bytes: int,
+          refused: tuple[Column, Column] | None = None) -> DataFrame:
+    """Add the parsed struct and, for bad records, an error class and message.
+
+    ``refused``: (error class, message) for records that carry a field schema evolution refused.
+    """
     with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType())])
     text = F.col("value").cast("string")
     parsed = F.from_json(
@@ -53,9 +66,12 @@ def parse(df: DataFrame, schema: StructType, max_value_bytes: int) -> DataFrame:
         .when(p.isNull(), F.lit("malformed_json"))
         .when(p[CORRUPT].isNotNull(), _corrupt_class(text))
     )
-    return df.withColumn(ERROR_CLASS, error_class).withColumn(
-        ERROR_MESSAGE, _error_message(text, schema, max_value_bytes)
-    )
+    message = _error_message(text, schema, max_value_bytes)
+    if refused is not None:
+        refused_class, refused_message = refused
+        message = F.when(error_class.isNull() & refused_class.isNotNull(), refused_message).otherwise(message)
+        error_class = F.coalesce(error_class, refused_class)
+    return df.withColumn(ERROR_CLASS, error_class).withColumn(ERROR_MESSAGE, message)
 
 
 def _corrupt_class(text: Column) -> Column:
@@ -114,14 +130,15 @@ def good_rows(parsed: DataFrame, schema: StructType, kafka_columns: bool) -> Dat
     return parsed.select(*cols)
 
 
-def dead_letter_rows(parsed: DataFrame, pipeline: str, target_table: str) -> DataFrame:
+def dead_letter_rows(parsed: DataFrame, pipeline: str, target_table: Column,
+                     error_class: str = ERROR_CLASS, error_message: str = ERROR_MESSAGE) -> DataFrame:
     return parsed.select(
         *[F.col(c) for c in KAFKA_COLUMNS],
         F.col("value"),
         F.lit(pipeline).alias("pipeline"),
-        F.lit(target_table).alias("target_table"),
-        F.col(ERROR_CLASS).alias("error_class"),
-        F.col(ERROR_MESSAGE).alias("error_message"),
+        target_table.alias("target_table"),
+        F.col(error_class).alias("error_class"),
+        F.col(error_message).alias("error_message"),
         F.current_timestamp().alias("dead_lettered_at"),
     )
 

@@ -52,8 +52,9 @@ def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
 
 
 def table_watermarks(spark: SparkSession, writer: BatchWriter) -> dict[str, Watermark]:
+    """Every table of the pipeline that holds its offsets (routed tables, dead letters)."""
     out = {}
-    for table in (writer.target, writer.dead_letter_table):
+    for table in (writer.q(t) for t in writer.tables()):
         if table_exists(spark, table):
             wm = writer.watermark(table)
             if wm is not None:
@@ -98,14 +99,15 @@ class Runner:
         if cfg.maintenance.in_run:
             from icetide.maintenance.loop import MaintenanceLoop
 
-            tables = [cfg.target.table, cfg.dead_letter.table]
-            self.maintenance = MaintenanceLoop(self.spark, cfg, lambda: tables,
+            self.maintenance = MaintenanceLoop(self.spark, cfg, lambda: self.writer.tables(),
                                                in_flight_since_ms=lambda: self.writer.in_flight_since_ms)
         self.writer = BatchWriter(self.spark, cfg, self.run_id,
                                   on_commit=self.maintenance.notify if self.maintenance else None)
         self._stop = threading.Event()
         self._stopped_by = "completed"
         self.query: StreamingQuery | None = None
+        #: Query restarts after failures (transient, and Spark's known metrics NPE).
+        self.restarts = 0
 
     def request_stop(self, reason: str = "requested") -> None:
         self._stopped_by = reason
@@ -121,7 +123,9 @@ class Runner:
 
     def _start(self) -> StreamingQuery:
         cfg = self.cfg
-        kafka = source.read_stream(self.spark, cfg.source, starting_offsets(self.spark, cfg, self.writer))
+        route = cfg.target.route
+        kafka = source.read_stream(self.spark, cfg.source, starting_offsets(self.spark, cfg, self.writer),
+                                   headers=route is not None and route.by == "header")
         return (
             kafka.writeStream.foreachBatch(self.writer)
             .queryName(f"icetide_{cfg.name.replace('-', '_')}")
@@ -153,9 +157,11 @@ class Runner:
                     # SPARK-55271: Spark 4.1's Kafka source fails progress reporting after a batch
                     # replayed from the checkpoint. The batch itself committed; restart at once.
                     known += 1
+                    self.restarts += 1
                     log.warning("restarting after Spark's Kafka metrics NPE (SPARK-55271)")
                     continue
                 restarts += 1
+                self.restarts += 1
                 if restarts > self.cfg.stream.restart_attempts or _terminal(e):
                     raise
                 wait = min(60.0, 2.0**restarts)

@@ -1,9 +1,18 @@
-"""The ``foreachBatch`` writer: decode, route, dedupe against each table's watermark, commit.
+"""The ``foreachBatch`` writer: route, evolve, decode, dedupe against each table's watermark, commit.
 
 One micro-batch commits each table at most once, tagged with the pipeline, run, batch and offsets
 (see :mod:`icetide.ingest.offsets`). A replayed batch is filtered per table against the watermark
 the table already holds, so it can never land twice, including after a crash between two tables'
-commits.
+commits. Per batch:
+
+1. route every record (:mod:`icetide.ingest.routing`); admit the distinct tables;
+2. infer the records' schema per table in one pass and create or evolve tables
+   (:mod:`icetide.ingest.evolution`);
+3. parse each table's records against its schema and append them (tables in parallel);
+4. append everything that could not be written to the dead-letter table, with the reason;
+5. append the batch's figures to ``stream.batch_log_table``.
+
+The batch is cached once (memory, spilling to disk), so Kafka is read once per batch.
 """
 
 from __future__ import annotations
@@ -13,17 +22,30 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import reduce
 from typing import TYPE_CHECKING
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType, _parse_datatype_string
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+    _parse_datatype_string,
+)
 
-from icetide.config.models import COLUMN_RE, PipelineConfig
+from icetide.config.models import STREAMING_TABLE_DEFAULTS, TRANSFORM_RE, PipelineConfig
 from icetide.errors import ConfigError
-from icetide.ingest import checkpoint, decode
+from icetide.ingest import checkpoint, decode, evolution, routing
 from icetide.ingest.offsets import (
     PROPERTY_PREFIX,
     BatchRanges,
@@ -31,12 +53,20 @@ from icetide.ingest.offsets import (
     commit_properties,
     read_watermark,
 )
-from icetide.ingest.tables import ensure_table, table_exists
+from icetide.ingest.tables import ensure_table, list_tables, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+
+BATCH_LOG_SCHEMA = StructType([
+    StructField("pipeline", StringType()), StructField("run", StringType()), StructField("batch", LongType()),
+    StructField("table_name", StringType()), StructField("records_written", LongType()),
+    StructField("dead_letters", LongType()), StructField("evolutions", ArrayType(StringType())),
+    StructField("created", BooleanType()), StructField("dead_letter_classes", StringType()),
+    StructField("batch_seconds", DoubleType()), StructField("logged_at", TimestampType()),
+])
 _SAFE_PROPERTY_VALUE = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-{}[]:," ')
 
 
@@ -49,11 +79,15 @@ class BatchResult:
     skipped: list[str]
     seconds: float
     kafka_ts_max: int | None
+    dead_letter_classes: dict[str, int] = field(default_factory=dict)
+    evolved: dict[str, list[str]] = field(default_factory=dict)
+    created: list[str] = field(default_factory=list)
 
     def as_event(self, pipeline: str) -> dict[str, object]:
         return {"event": "batch", "pipeline": pipeline, "batch": self.batch, "records": self.records,
                 "written": self.written, "dead_letters": self.dead_letters,
-                "skipped_replayed": self.skipped, "seconds": round(self.seconds, 3)}
+                "dead_letter_classes": self.dead_letter_classes, "created": self.created,
+                "evolved": self.evolved, "skipped_replayed": self.skipped, "seconds": round(self.seconds, 3)}
 
 
 @dataclass
@@ -77,6 +111,16 @@ class PipelineCounters:
         self.last = r
 
 
+@dataclass
+class TablePlan:
+    """One routed table of one batch: its record schema and the fields evolution refused."""
+
+    table: str  # namespace.table
+    schema: StructType
+    refused: tuple[Column, Column] | None = None
+    evolved: list[str] = field(default_factory=list)
+
+
 class BatchWriter:
     """Callable passed to ``DataStreamWriter.foreachBatch``."""
 
@@ -85,10 +129,13 @@ class BatchWriter:
         self.spark = spark
         self.cfg = cfg
         self.run_id = run_id
-        cat = cfg.catalog.name
-        self.target = f"{cat}.{cfg.target.table}"
-        self.dead_letter_table = f"{cat}.{cfg.dead_letter.table}"
-        self.schema: StructType | None = None
+        self.catalog = cfg.catalog.name
+        self.dead_letter_table = self.q(cfg.dead_letter.table)
+        #: icetide's own tables: never a routing destination.
+        self.reserved = {t for t in (cfg.dead_letter.table, cfg.health.history_table, cfg.maintenance.log_table,
+                                     cfg.stream.batch_log_table) if t}
+        self._schemas: dict[str, StructType] = {}  # namespace.table → record schema (no _kafka_ columns)
+        self._known: set[str] | None = None  # tables that exist in the target namespaces
         self._watermarks: dict[str, Watermark | None] = {}
         self.counters = PipelineCounters()
         self.on_commit = on_commit
@@ -96,55 +143,35 @@ class BatchWriter:
         #: never considers files younger than this.
         self.in_flight_since_ms: int | None = None
 
-    # -- schema -----------------------------------------------------------------------------
-    def resolve_schema(self, kafka_rows: DataFrame) -> StructType:
-        if self.schema is not None:
-            return self.schema
-        t = self.cfg.target
-        if table_exists(self.spark, self.target):
-            full = self.spark.table(self.target).schema
-            schema = StructType([f for f in full.fields if f.name not in decode.KAFKA_COLUMNS])
-        elif t.schema_ddl:
-            try:
-                parsed = _parse_datatype_string(t.schema_ddl)
-            except Exception as e:
-                raise ConfigError(f"target.schema: not a valid Spark DDL schema: {e}") from None
-            if not isinstance(parsed, StructType):
-                raise ConfigError("target.schema: must be a list of columns like 'id STRING, ts TIMESTAMP'")
-            schema = parsed
-        else:
-            schema = self._infer(kafka_rows)
-        for f in schema.fields:
-            if not COLUMN_RE.fullmatch(f.name) or f.name.startswith("_kafka_"):
-                raise ConfigError(
-                    f"target.schema: column {f.name[:64]!r} is not allowed (use A-Z a-z 0-9 _, not "
-                    "starting with _kafka_); give target.schema explicitly"
-                )
-        kafka_cols = decode.good_rows(
-            decode.parse(kafka_rows.limit(0), schema, 1), schema, self.cfg.target.kafka_metadata_columns
-        ).schema
-        ensure_table(self.spark, self.cfg.catalog.name, self.cfg.target.table, kafka_cols,
-                     t.partition_by, t.table_properties())
-        ensure_table(self.spark, self.cfg.catalog.name, self.cfg.dead_letter.table,
-                     decode.DEAD_LETTER_SCHEMA, ["days(_kafka_timestamp)"], t.table_properties())
-        self.schema = schema
-        return schema
+    def q(self, table: str) -> str:
+        return f"{self.catalog}.{table}"
 
-    def _infer(self, kafka_rows: DataFrame) -> StructType:
-        """Infer the schema from up to 10,000 records of the first batch (JVM JSON inference)."""
-        sample = kafka_rows.where(F.col("value").isNotNull()).select(F.col("value").cast("string")).limit(10_000)
-        jvm = self.spark._jvm
-        assert jvm is not None
-        strings = getattr(sample._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
-        jschema = (self.spark._jsparkSession.read().option("inferTimestamp", "true")
-                   .option("mode", "DROPMALFORMED").json(strings).schema())
-        schema = StructType.fromJson(json.loads(jschema.json()))
-        schema = StructType([f for f in schema.fields if f.name != "_corrupt_record"])
-        if not schema.fields:
-            raise ConfigError("target.schema: no JSON object found in the first batch to infer a schema "
-                              "from; set target.schema")
-        log.info("inferred schema for %s: %s", self.target, schema.simpleString())
-        return schema
+    # -- tables -----------------------------------------------------------------------------
+    def known_tables(self, refresh: bool = False) -> set[str]:
+        """Existing tables this pipeline may write (namespace.table), icetide's own excluded."""
+        if self._known is None or refresh:
+            t = self.cfg.target
+            if t.table is not None:
+                self._known = {t.table} if table_exists(self.spark, self.q(t.table)) else set()
+            else:
+                found = {name for ns in t.namespaces() for name in list_tables(self.spark, self.catalog, ns)}
+                self._known = found - self.reserved
+        return self._known
+
+    def tables(self) -> list[str]:
+        """Tables written by this pipeline so far, plus the dead-letter table (namespace.table)."""
+        return sorted(self.known_tables() | {self.cfg.dead_letter.table})
+
+    def _schema(self, table: str) -> StructType:
+        if table not in self._schemas:
+            full = self.spark.table(self.q(table)).schema
+            self._schemas[table] = StructType([f for f in full.fields if f.name not in decode.KAFKA_COLUMNS])
+        return self._schemas[table]
+
+    def _with_kafka(self, schema: StructType) -> StructType:
+        empty = self.spark.createDataFrame([], decode.DEAD_LETTER_SCHEMA).withColumn(
+            decode.PARSED, F.lit(None).cast(schema))
+        return decode.good_rows(empty, schema, self.cfg.target.kafka_metadata_columns).schema
 
     # -- watermarks -------------------------------------------------------------------------
     def watermark(self, table: str) -> Watermark | None:
@@ -155,8 +182,10 @@ class BatchWriter:
         return self._watermarks[table]
 
     def forget_watermarks(self) -> None:
-        """Re-read watermarks from the tables on next use (after a failed or unknown commit)."""
+        """Re-read watermarks and schemas from the tables on next use (after a failed commit)."""
         self._watermarks.clear()
+        self._schemas.clear()
+        self._known = None
 
     # -- the batch --------------------------------------------------------------------------
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -172,47 +201,223 @@ class BatchWriter:
         if result is not None:
             self.counters.add(result)
             log.info(json.dumps(result.as_event(self.cfg.name)))
+            self._log_batch(result)
 
     def _process(self, df: DataFrame, batch_id: int, started: float) -> BatchResult | None:
-        kafka_rows = decode.with_kafka_columns(df)
-        schema = self.resolve_schema(kafka_rows)
-        parsed = decode.parse(kafka_rows, schema, self.cfg.source.max_value_bytes)
-        ranges = self._ranges(batch_id, parsed)
+        cfg = self.cfg
+        rows = routing.with_route(decode.with_kafka_columns(df), cfg.target, self.reserved,
+                                  cfg.source.max_value_bytes)
+        ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
-        meta = self.cfg.target.kafka_metadata_columns
-        good, bad = decode.is_good(), ~decode.is_good()
-        # One pass for the common case: the target write also counts good and bad records.
-        stats = Observation(f"icetide_{batch_id}_{uuid.uuid4().hex[:8]}")
-        observed = parsed.observe(
-            stats,
-            F.count_if(good).alias("good"), F.count_if(bad).alias("bad"),
-            F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max"),
-        )
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            return self._process_cached(rows, batch_id, ranges, started)
+        finally:
+            rows.unpersist()
+
+    def _process_cached(self, rows: DataFrame, batch_id: int, ranges: BatchRanges,
+                        started: float) -> BatchResult:
+        cfg = self.cfg
+        table_col = F.col(routing.TABLE)
+        admission, route_errors, overflow = self._admit(rows)
+        rejected_tables = dict(admission.rejected)
+        plans, created, policy_errors = self._prepare(rows, admission.accepted)
+        rejected_tables.update(policy_errors)
+        admission_needs_dead_letters = route_errors > 0 or bool(rejected_tables) or overflow
+
+        # Records whose table was not admitted (or could not be created) are dead letters too.
+        admitted = [p.table for p in plans]
+        route_error = F.col(routing.ROUTE_ERROR)
+        route_message = F.col(routing.ROUTE_MESSAGE)
+        for t, (cls, msg) in sorted(rejected_tables.items()):
+            route_error = F.when(table_col == F.lit(t), F.lit(cls)).otherwise(route_error)
+            route_message = F.when(table_col == F.lit(t), F.lit(msg)).otherwise(route_message)
+        if cfg.target.route is not None:
+            unlisted = table_col.isNotNull() & ~table_col.isin(admitted) & ~table_col.isin(sorted(rejected_tables))
+            limit_msg = (f"target.route.max_tables={cfg.target.route.max_tables} reached: the table was not "
+                         "created; raise the limit and replay the dead letters")
+            route_error = F.when(unlisted, F.lit("table_limit")).otherwise(route_error)
+            route_message = F.when(unlisted, F.lit(limit_msg)).otherwise(route_message)
+
         written: dict[str, int] = {}
         skipped: list[str] = []
-        n = self._commit(self.target, observed.where(good), lambda d: decode.good_rows(d, schema, meta),
-                         batch_id, ranges, stats)
-        if n is None:
-            skipped.append(self.target)
-            counts = parsed.agg(F.count_if(good).alias("good"), F.count_if(bad).alias("bad"),
-                                F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max")).first()
-            totals = counts.asDict() if counts is not None else {"good": 0, "bad": 0, "ts_max": None}
-        else:
-            written[self.target] = n
-            totals = stats.get
-        dead = 0
-        if totals["bad"]:
-            # Recomputes the batch from Kafka; only batches that hold bad records pay for it.
-            d = self._commit(self.dead_letter_table, parsed.where(bad),
-                             lambda x: decode.dead_letter_rows(x, self.cfg.name, self.cfg.target.table),
-                             batch_id, ranges)
-            if d is None:
-                skipped.append(self.dead_letter_table)
+        ts_max: list[int] = []
+        bad_frames: list[DataFrame] = []
+
+        def write(plan: TablePlan) -> None:
+            subset = rows.where(table_col == F.lit(plan.table))
+            parsed = decode.parse(subset, plan.schema, cfg.source.max_value_bytes, plan.refused)
+            good = decode.is_good()
+            stats = Observation(f"icetide_{batch_id}_{uuid.uuid4().hex[:8]}")
+            observed = parsed.observe(stats, F.count_if(good).alias("good"), F.count_if(~good).alias("bad"),
+                                      F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max"))
+            meta = cfg.target.kafka_metadata_columns
+            n = self._commit(self.q(plan.table), observed.where(good),
+                             lambda d: decode.good_rows(d, plan.schema, meta), batch_id, ranges, stats)
+            if n is None:
+                skipped.append(plan.table)
+                c = parsed.agg(F.count_if(~good).alias("bad"),
+                               F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max")).first()
+                totals = c.asDict() if c is not None else {"bad": 0, "ts_max": None}
             else:
-                dead = d
-        return BatchResult(batch_id, int(totals["good"] or 0) + int(totals["bad"] or 0), written, dead,
-                           skipped, time.monotonic() - started, totals["ts_max"])
+                written[plan.table] = n
+                totals = stats.get
+            if totals.get("ts_max") is not None:
+                ts_max.append(int(totals["ts_max"]))  # type: ignore[arg-type]
+            if totals["bad"]:
+                bad_frames.append(decode.dead_letter_rows(parsed.where(~good), cfg.name, F.lit(plan.table)))
+
+        workers = min(cfg.stream.table_write_parallelism, max(1, len(plans)))
+        if workers == 1:
+            for plan in plans:
+                write(plan)
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="icetide-write") as pool:
+                for f in [pool.submit(write, plan) for plan in plans]:
+                    f.result()
+
+        if admission_needs_dead_letters:
+            flagged = rows.withColumn("_e", route_error).withColumn("_m", route_message).where(F.col("_e").isNotNull())
+            bad_frames.append(decode.dead_letter_rows(flagged, cfg.name, table_col, "_e", "_m"))
+        dead, classes = 0, dict[str, int]()
+        if bad_frames:
+            d = self._dead_letters(bad_frames, batch_id, ranges)
+            if d is None:
+                skipped.append(self.cfg.dead_letter.table)
+            else:
+                dead, classes = d
+        records = sum(written.values()) + dead
+        return BatchResult(batch_id, records, written, dead, skipped, time.monotonic() - started,
+                           max(ts_max) if ts_max else None, classes,
+                           {p.table: p.evolved for p in plans if p.evolved}, created)
+
+    def _admit(self, rows: DataFrame) -> tuple[routing.Admission, int, bool]:
+        """Admitted tables of the batch, the number of routing errors, and whether tables were cut off."""
+        t = self.cfg.target
+        if t.route is None:
+            assert t.table is not None
+            return routing.Admission(accepted=[t.table]), 0, False
+        known = self.known_tables()
+        col = F.col(routing.TABLE)
+        limit = t.route.max_tables + 2
+        # Known tables first, then new ones by name: admission is deterministic when a batch replays.
+        groups = (rows.groupBy(col).count()
+                  .orderBy(col.isNull().desc(), col.isin(sorted(known)).desc(), col).limit(limit).collect())
+        route_errors = sum(int(r["count"]) for r in groups if r[0] is None)
+        routes = [str(r[0]) for r in groups if r[0] is not None]
+        admission = routing.admit(routes, known, t, self.reserved)
+        return admission, route_errors, len(groups) >= limit
+
+    def _prepare(self, rows: DataFrame, tables: list[str]
+                 ) -> tuple[list[TablePlan], list[str], dict[str, tuple[str, str]]]:
+        """Create missing tables and evolve existing ones; plans to write, created, refused tables."""
+        t = self.cfg.target
+        known = self.known_tables()
+        new = [x for x in tables if x not in known]
+        infer_for = list(tables) if t.evolve_schema else [x for x in new if t.policy_for(x).schema_ddl is None]
+        inferred = evolution.infer(self.spark, rows, routing.TABLE, infer_for) if infer_for else {}
+        plans: list[TablePlan] = []
+        created: list[str] = []
+        refused: dict[str, tuple[str, str]] = {}
+        for table in tables:
+            if table not in known:
+                err = self._create(table, inferred.get(table))
+                if err is not None:
+                    refused[table] = ("table_policy", err)
+                    continue
+                created.append(table)
+                known.add(table)
+            schema = self._schema(table)
+            plan = TablePlan(table, schema)
+            seen = inferred.get(table)
+            if t.evolve_schema and seen is not None:
+                evo = evolution.diff(schema, seen, t.max_columns)
+                evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo)
+                if evo:
+                    evolution.apply(self.spark, self.q(table), schema, evo)
+                    # foreachBatch frames belong to their own session, with its own catalog cache.
+                    rows.sparkSession.catalog.refreshTable(self.q(table))
+                    self._schemas.pop(table, None)
+                    plan.schema = self._schema(table)
+                    plan.evolved = evo.changes
+                cond = evolution.rejected_condition(evo)
+                if cond is not None:
+                    plan.refused = (cond, evolution.rejected_message(evo, t.max_columns))
+            plans.append(plan)
+        return plans, created, refused
+
+    def _create(self, table: str, inferred: StructType | None) -> str | None:
+        """Create ``table`` from its policy; an error message if its records cannot make it."""
+        policy = self.cfg.target.policy_for(table)
+        key = "target.tables" if table != self.cfg.target.table else "target"
+        if policy.schema_ddl:
+            try:
+                parsed = _parse_datatype_string(policy.schema_ddl)
+            except Exception as e:
+                raise ConfigError(f"{key}.schema: not a valid Spark DDL schema: {e}") from None
+            if not isinstance(parsed, StructType):
+                raise ConfigError(f"{key}.schema: must be a list of columns like 'id STRING, ts TIMESTAMP'")
+            schema = parsed
+        else:
+            if inferred is None:
+                return (f"no JSON object among the records for {table} to create it from; give {key}.schema "
+                        "or fix the records, then replay the dead letters")
+            evo = evolution.diff(StructType([]), inferred, self.cfg.target.max_columns)
+            schema = StructType([StructField(p.parts[0], dt, True) for p, dt in evo.added])
+        have = {f.name: f.dataType for f in schema.fields}
+        for transform in policy.partition_by:
+            m = TRANSFORM_RE.fullmatch(transform)
+            assert m is not None
+            column = m.group("col1") or m.group("col2") or m.group("col3")
+            if column not in have:
+                return (f"{key}.partition_by: {transform} needs column {column!r}, which the records for {table} "
+                        "do not have; give the column in the schema or change the partitioning, then replay")
+        for c in policy.sort_by:
+            if c not in have:
+                return f"{key}.sort_by: column {c!r} is not in the records for {table}"
+        try:
+            ensure_table(self.spark, self.catalog, table, self._with_kafka(schema), policy.partition_by,
+                         policy.table_properties(), policy.sort_by)
+        except Exception as e:
+            text = str(e)
+            if "Invalid" in text or "Cannot" in text or "IllegalArgument" in text or "ValidationException" in text:
+                return f"creating {table} failed: {text.splitlines()[0][:300]}"
+            raise
+        return None
+
+    def _dead_letters(self, frames: list[DataFrame], batch_id: int,
+                      ranges: BatchRanges) -> tuple[int, dict[str, int]] | None:
+        ensure_table(self.spark, self.catalog, self.cfg.dead_letter.table, decode.DEAD_LETTER_SCHEMA,
+                     ["days(_kafka_timestamp)"], {**STREAMING_TABLE_DEFAULTS})
+        allrows = reduce(lambda a, b: a.unionByName(b), frames)
+        by_class = Observation(f"icetide_dlq_{batch_id}_{uuid.uuid4().hex[:8]}")
+        observed = allrows.observe(by_class, *[F.count_if(F.col("error_class") == F.lit(c)).alias(c)
+                                               for c in decode.ERROR_CLASSES])
+        n = self._commit(self.dead_letter_table, observed, lambda d: d, batch_id, ranges, None)
+        if n is None:
+            return None
+        return n, {k: int(v) for k, v in by_class.get.items() if v}
+
+    def _log_batch(self, r: BatchResult) -> None:
+        """Keep the batch's figures in ``stream.batch_log_table`` (never fails the stream)."""
+        table = self.cfg.stream.batch_log_table
+        if not table:
+            return
+        now = datetime.now(UTC).replace(tzinfo=None)
+        rows = [(self.cfg.name, self.run_id, r.batch, t, n, 0, r.evolved.get(t, []), t in r.created,
+                 "{}", r.seconds, now) for t, n in sorted(r.written.items())]
+        if r.dead_letters:
+            rows.append((self.cfg.name, self.run_id, r.batch, self.cfg.dead_letter.table, 0, r.dead_letters, [],
+                         False, json.dumps(r.dead_letter_classes, sort_keys=True), r.seconds, now))
+        if not rows:
+            return
+        try:
+            ensure_table(self.spark, self.catalog, table, BATCH_LOG_SCHEMA, ["days(logged_at)"],
+                         {**STREAMING_TABLE_DEFAULTS})
+            self.spark.createDataFrame(rows, BATCH_LOG_SCHEMA).writeTo(self.q(table)).append()
+        except Exception as e:  # figures are a convenience; the data is committed
+            log.warning("could not append to %s: %s", table, str(e).splitlines()[0][:300])
 
     def _ranges(self, batch_id: int, parsed: DataFrame) -> BatchRanges:
         """The batch's offsets from Spark's offset log; a scan of the batch only as a fallback."""
@@ -261,6 +466,7 @@ class BatchWriter:
         self.spark.sql(
             f"ALTER TABLE {table} SET TBLPROPERTIES ('{PROPERTY_PREFIX}{self.cfg.name}' = '{value}')"
         )
+
 
 
 def _scan_ranges(parsed: DataFrame) -> BatchRanges:

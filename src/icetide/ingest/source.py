@@ -90,13 +90,14 @@ def _watermarks(src: KafkaSource, tps: list[TopicPartition], which: int) -> dict
         c.close()
 
 
-def read_stream(spark: SparkSession, src: KafkaSource, starting_offsets: str) -> DataFrame:
+def read_stream(spark: SparkSession, src: KafkaSource, starting_offsets: str,
+                headers: bool = False) -> DataFrame:
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", src.bootstrap_servers)
         .option("startingOffsets", starting_offsets)
         .option("failOnDataLoss", "true")
-        .option("includeHeaders", "false")
+        .option("includeHeaders", "true" if headers else "false")
     )
     if src.topics is not None:
         reader = reader.option("subscribe", ",".join(src.topics))

@@ -7,7 +7,7 @@ config ever becomes SQL. Namespaces and table names are validated identifiers.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -45,6 +45,25 @@ def table_exists(spark: SparkSession, table: str) -> bool:
     return bool(spark.catalog.tableExists(table))
 
 
+def list_tables(spark: SparkSession, catalog: str, namespace: str) -> list[str]:
+    """``namespace.table`` of every table in a namespace (names validated; others skipped)."""
+    validate_name(namespace, "namespace")
+    try:
+        rows = spark.sql(f"SHOW TABLES IN {validate_name(catalog)}.{namespace}").collect()
+    except Exception as e:
+        if "NAMESPACE_NOT_FOUND" in str(e) or "SCHEMA_NOT_FOUND" in str(e) or "does not exist" in str(e):
+            return []
+        raise
+    out = []
+    for r in rows:
+        name = r["tableName"]
+        try:
+            out.append(f"{namespace}.{validate_name(name, 'table name')}")
+        except Exception:
+            log.warning("skipping table %s.%s: name outside icetide's identifier rules", namespace, name)
+    return sorted(out)
+
+
 def ensure_table(
     spark: SparkSession,
     catalog: str,
@@ -52,6 +71,7 @@ def ensure_table(
     schema: StructType,
     partition_by: list[str],
     properties: dict[str, str],
+    sort_by: list[str] | None = None,
 ) -> str:
     """Create ``catalog.namespace.table`` if missing; return the qualified name."""
     namespace, name = table.split(".")
@@ -72,4 +92,19 @@ def ensure_table(
     except Exception as e:
         if "already exists" not in str(e).lower() and "TABLE_OR_VIEW_ALREADY_EXISTS" not in str(e):
             raise
+        return qualified
+    if sort_by:
+        set_sort_order(spark, qualified, sort_by)
     return qualified
+
+
+def set_sort_order(spark: SparkSession, qualified: str, columns: list[str]) -> None:
+    """The table's sort order (ascending, nulls first), through Iceberg's API, not SQL text."""
+    jvm: Any = spark._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified)
+    order = table.replaceSortOrder()
+    nulls_first = jvm.org.apache.iceberg.NullOrder.NULLS_FIRST
+    for c in columns:
+        order = order.asc(jvm.org.apache.iceberg.expressions.Expressions.ref(c), nulls_first)
+    order.commit()
+    spark.catalog.refreshTable(qualified)

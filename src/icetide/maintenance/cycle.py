@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from icetide.config.models import PipelineConfig
-from icetide.health.watch import collect_all, list_tables, namespaces
-from icetide.ingest.tables import table_exists
+from icetide.health.watch import collect_all, namespaces
+from icetide.ingest.tables import list_tables, table_exists
 from icetide.maintenance import partitions
 from icetide.maintenance.executor import ActionRecord, Budget, Executor, last_maintained
 from icetide.maintenance.planner import TablePlan, order, plan_table

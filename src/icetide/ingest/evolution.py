@@ -1,0 +1,329 @@
+"""Schema evolution, metadata-only: add fields, widen types, relax required — never narrow or drop.
+
+Per micro-batch, one JVM JSON-inference pass finds the schema of the records routed to every table
+at once: each record is wrapped as ``{"<nonce><table>": <record>}`` (the nonce is random per batch,
+so a payload cannot steer another table's inference). The inferred schema is compared with the
+table's:
+
+- a field the table lacks (top-level or nested in a struct or a list of structs) becomes a new
+  optional column;
+- ``int`` → ``long`` when a value does not fit an int, ``float`` → ``double`` (JSON numbers are
+  doubles), ``decimal(P,S)`` → ``decimal(P',S)`` when a value needs more integer digits;
+- a required field that a record leaves out or sets to null becomes optional.
+
+Anything else (a string where the table has a long, …) is not an evolution: the record fails to
+parse and becomes a ``type_mismatch`` dead letter. Field names outside ``[A-Za-z_][A-Za-z0-9_]*``
+and fields beyond ``target.max_columns`` are never added: their records are dead letters
+(``invalid_field`` / ``schema_limit``), so no value is dropped silently. Changes are applied with
+Iceberg's ``UpdateSchema`` API, never SQL text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    NullType,
+    StructField,
+    StructType,
+)
+
+from icetide.config.models import COLUMN_RE
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Path:
+    """A field's place: Iceberg's dotted name and, when no list is crossed, a JSON path."""
+
+    parts: tuple[str, ...]  # Iceberg names, with "element" for list elements
+    in_list: bool = False
+
+    def child(self, name: str) -> Path:
+        return Path((*self.parts, name), self.in_list)
+
+    def element(self) -> Path:
+        return Path((*self.parts, "element"), True)
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.parts)
+
+    @property
+    def json_path(self) -> str:
+        return "$." + ".".join(self.parts)
+
+
+@dataclass
+class Evolution:
+    """What one batch changes in one table's schema, and which fields it refuses."""
+
+    added: list[tuple[Path, DataType]] = field(default_factory=list)
+    widened: list[tuple[Path, DataType, DataType]] = field(default_factory=list)
+    optional: list[Path] = field(default_factory=list)
+    rejected: list[tuple[Path, str]] = field(default_factory=list)  # (field, error class)
+    # candidates that need a look at the values before they are applied
+    int_candidates: list[Path] = field(default_factory=list)
+    decimal_candidates: list[tuple[Path, DecimalType]] = field(default_factory=list)
+    required: list[Path] = field(default_factory=list)
+
+    @property
+    def changes(self) -> list[str]:
+        return ([f"add {p.name} {t.simpleString()}" for p, t in self.added]
+                + [f"widen {p.name} {a.simpleString()}->{b.simpleString()}" for p, a, b in self.widened]
+                + [f"optional {p.name}" for p in self.optional])
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.widened or self.optional)
+
+
+# -- inference --------------------------------------------------------------------------------
+def infer(spark: SparkSession, rows: DataFrame, table_col: str, tables: list[str]) -> dict[str, StructType]:
+    """The JSON schema of the records routed to each of ``tables``, in one pass."""
+    if not tables:
+        return {}
+    nonce = f"icetide{uuid.uuid4().hex}:"
+    text = F.trim(F.col("value").cast("string"))
+    wrapped = (rows.where(F.col(table_col).isin(tables) & text.startswith("{") & text.endswith("}"))
+               .select(F.concat(F.lit('{"' + nonce), F.col(table_col), F.lit('":'), text, F.lit("}"))))
+    jvm = spark._jvm
+    assert jvm is not None
+    strings = getattr(wrapped._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
+    jschema = (spark._jsparkSession.read().option("mode", "DROPMALFORMED").option("inferTimestamp", "true")
+               .option("dropFieldIfAllNull", "true").json(strings).schema())
+    root = StructType.fromJson(json.loads(jschema.json()))
+    out: dict[str, StructType] = {}
+    for f in root.fields:
+        if f.name.startswith(nonce) and isinstance(f.dataType, StructType):
+            out[f.name[len(nonce):]] = f.dataType
+    return out
+
+
+# -- diff ---------------------------------------------------------------------------------------
+def _count_fields(t: DataType) -> int:
+    if isinstance(t, StructType):
+        return sum(1 + _count_fields(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _count_fields(t.elementType)
+    if isinstance(t, MapType):
+        return _count_fields(t.keyType) + _count_fields(t.valueType)
+    return 0
+
+
+def _clean(t: DataType) -> DataType | None:
+    """An inferred type as a column type: null-only parts dropped; None if nothing is left."""
+    if isinstance(t, NullType):
+        return None
+    if isinstance(t, StructType):
+        fields = [StructField(f.name, c, True) for f in t.fields if (c := _clean(f.dataType)) is not None]
+        return StructType(fields) if fields else None
+    if isinstance(t, ArrayType):
+        e = _clean(t.elementType)
+        return ArrayType(e, True) if e is not None else None
+    return t
+
+
+def _bad_name(t: DataType) -> bool:
+    if isinstance(t, StructType):
+        return any(not COLUMN_RE.fullmatch(f.name) or _bad_name(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _bad_name(t.elementType)
+    return False
+
+
+def diff(table: StructType, inferred: StructType, max_columns: int) -> Evolution:
+    """What ``inferred`` records need from ``table`` (see the module docstring)."""
+    evo = Evolution()
+    budget = [max_columns - _count_fields(table)]
+    _walk_struct(Path(()), table, inferred, evo, budget)
+    return evo
+
+
+def _walk_struct(path: Path, have: StructType, seen: StructType, evo: Evolution, budget: list[int]) -> None:
+    by_name = {f.name: f for f in have.fields}
+    for f in have.fields:
+        if not f.nullable:
+            evo.required.append(path.child(f.name))
+    for f in seen.fields:
+        here = path.child(f.name)
+        if f.name not in by_name:
+            t = _clean(f.dataType)
+            if t is None:
+                continue
+            if not COLUMN_RE.fullmatch(f.name) or _bad_name(t):
+                evo.rejected.append((here, "invalid_field"))
+                continue
+            n = 1 + _count_fields(t)
+            if n > budget[0]:
+                evo.rejected.append((here, "schema_limit"))
+                continue
+            budget[0] -= n
+            evo.added.append((here, t))
+            continue
+        _walk_type(here, by_name[f.name].dataType, f.dataType, evo, budget)
+
+
+def _walk_type(path: Path, have: DataType, seen: DataType, evo: Evolution, budget: list[int]) -> None:
+    if isinstance(have, StructType) and isinstance(seen, StructType):
+        _walk_struct(path, have, seen, evo, budget)
+    elif isinstance(have, ArrayType) and isinstance(seen, ArrayType):
+        _walk_type(path.element(), have.elementType, seen.elementType, evo, budget)
+    elif isinstance(have, FloatType) and isinstance(seen, DoubleType):
+        evo.widened.append((path, have, DoubleType()))
+    elif isinstance(have, IntegerType) and isinstance(seen, LongType) and not path.in_list:
+        evo.int_candidates.append(path)
+    elif isinstance(have, DecimalType) and isinstance(seen, (LongType, DoubleType, DecimalType)) \
+            and not path.in_list:
+        evo.decimal_candidates.append((path, have))
+
+
+def check_values(rows: DataFrame, evo: Evolution) -> None:
+    """Decide value-dependent changes (int overflow, decimal digits, nulls in required fields)."""
+    required = [p for p in evo.required if not p.in_list]
+    if not (evo.int_candidates or evo.decimal_candidates or required):
+        return
+    text = F.col("value").cast("string")
+    aggs: list[Column] = []
+    for i, p in enumerate(evo.int_candidates):
+        v = F.get_json_object(text, p.json_path).try_cast("long")
+        aggs += [F.min(v).alias(f"imin{i}"), F.max(v).alias(f"imax{i}")]
+    for i, (p, _) in enumerate(evo.decimal_candidates):
+        v = F.get_json_object(text, p.json_path).try_cast("double")
+        aggs.append(F.max(F.abs(v)).alias(f"dmax{i}"))
+    for i, p in enumerate(required):
+        aggs.append(F.count_if(F.get_json_object(text, p.json_path).isNull()).alias(f"null{i}"))
+    r = rows.agg(*aggs).first()
+    assert r is not None
+    for i, p in enumerate(evo.int_candidates):
+        lo, hi = r[f"imin{i}"], r[f"imax{i}"]
+        if (lo is not None and lo < INT_MIN) or (hi is not None and hi > INT_MAX):
+            evo.widened.append((p, IntegerType(), LongType()))
+    for i, (p, dec) in enumerate(evo.decimal_candidates):
+        m = r[f"dmax{i}"]
+        if m is None or not math.isfinite(m):
+            continue
+        digits = len(str(int(m))) if m >= 1 else 1
+        if digits > dec.precision - dec.scale and dec.scale + digits <= 38:
+            evo.widened.append((p, dec, DecimalType(dec.scale + digits, dec.scale)))
+    for i, p in enumerate(required):
+        if r[f"null{i}"]:
+            evo.optional.append(p)
+
+
+def rejected_condition(evo: Evolution) -> Column | None:
+    """Records that carry a refused field, with the error class (None: no field was refused)."""
+    if not evo.rejected:
+        return None
+    text = F.col("value").cast("string")
+    result: Column | None = None
+    for p, cls in evo.rejected:
+        name = p.parts[-1]
+        if p.in_list:
+            quoted = name.replace("\\E", "\\E\\\\E\\Q")
+            hit = text.rlike('"\\Q' + quoted + '\\E"\\s*:')
+        else:
+            parent = text if len(p.parts) == 1 else F.get_json_object(text, Path(p.parts[:-1]).json_path)
+            hit = F.coalesce(F.array_contains(F.json_object_keys(parent), F.lit(name)), F.lit(False))
+        result = F.when(hit, F.lit(cls)) if result is None else result.when(hit, F.lit(cls))
+    return result
+
+
+def rejected_message(evo: Evolution, max_columns: int) -> Column:
+    names = ", ".join(p.name[:64] for p, _ in evo.rejected[:5])
+    return F.lit(f"fields not added to the table: {names} (names must match [A-Za-z_][A-Za-z0-9_]*, "
+                 f"at most target.max_columns={max_columns} fields)")
+
+
+# -- apply --------------------------------------------------------------------------------------
+def _partial(schema: StructType, added: list[tuple[Path, DataType]]) -> StructType:
+    """Only the parent chains of the added fields, with the table's own nullability on parents."""
+    root: dict[str, Any] = {}
+    for p, dt in added:
+        node = root
+        for part in p.parts[:-1]:
+            node = node.setdefault(part, {})
+        node[p.parts[-1]] = dt
+
+    def build(have: DataType, node: dict[str, Any]) -> DataType:
+        if isinstance(have, ArrayType):
+            return ArrayType(build(have.elementType, node["element"]), have.containsNull)
+        assert isinstance(have, StructType)
+        by_name = {f.name: f for f in have.fields}
+        fields = []
+        for name, sub in node.items():
+            if isinstance(sub, dict):
+                parent = by_name[name]
+                fields.append(StructField(name, build(parent.dataType, sub), parent.nullable))
+            else:
+                fields.append(StructField(name, sub, True))
+        return StructType(fields)
+
+    out = build(schema, root)
+    assert isinstance(out, StructType)
+    return out
+
+
+def apply(spark: SparkSession, table: str, schema: StructType, evo: Evolution, attempts: int = 5) -> None:
+    """Commit ``evo`` to ``table`` (fully qualified) through Iceberg's UpdateSchema, with retries.
+
+    ``schema`` is the table's current record schema. New fields go through ``unionByNameWith`` of a
+    schema that holds only them (and their parents), so nothing else can change by accident.
+    """
+    jvm: Any = spark._jvm
+    assert jvm is not None
+    types = jvm.org.apache.iceberg.types.Types
+    util = jvm.org.apache.iceberg.spark.SparkSchemaUtil
+    additions = None
+    if evo.added:
+        partial = _partial(schema, evo.added)
+        additions = util.convert(jvm.org.apache.spark.sql.types.DataType.fromJson(partial.json()))
+    last: Exception | None = None
+    for _ in range(attempts):
+        t = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+        t.refresh()
+        upd = t.updateSchema()
+        if additions is not None:
+            upd = upd.unionByNameWith(additions)
+        for p, _, new in evo.widened:
+            if isinstance(new, LongType):
+                it = types.LongType.get()
+            elif isinstance(new, DoubleType):
+                it = types.DoubleType.get()
+            else:
+                assert isinstance(new, DecimalType)
+                it = types.DecimalType.of(new.precision, new.scale)
+            upd = upd.updateColumn(p.name, it)
+        for p in evo.optional:
+            upd = upd.makeColumnOptional(p.name)
+        try:
+            upd.commit()
+            break
+        except Exception as e:  # a concurrent commit (maintenance, another writer): rebuild, retry
+            if "CommitFailedException" not in str(e):
+                raise
+            last = e
+    else:
+        raise RuntimeError(f"schema change of {table} kept conflicting: {last}")
+    spark.catalog.refreshTable(table)
+    log.info("evolved %s: %s", table, "; ".join(evo.changes))

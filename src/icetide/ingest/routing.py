@@ -1,0 +1,170 @@
+"""Routing: which table each record goes to, decided on the JVM, validated twice.
+
+A routing value is data from the outside. It never reaches SQL text or a path: it is checked
+per record against a fixed ASCII alphabet *before* any case folding (so look-alikes such as the
+Kelvin sign cannot fold into a valid name), rendered into the configured template, and the result
+is checked again (name rules, reserved words, allowed namespaces). The driver re-validates every
+distinct table name with :func:`icetide.identifiers.validate_table` before it touches a catalog.
+Records that fail any check are dead letters (``missing_route``, ``invalid_route``,
+``table_limit``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from icetide.config.models import PLACEHOLDER_RE, RouteSettings, TargetTable
+from icetide.errors import IdentifierError
+from icetide.identifiers import SQL_RESERVED, validate_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+TABLE = "_icetide_table"
+ROUTE_ERROR = "_icetide_route_error"
+ROUTE_MESSAGE = "_icetide_route_message"
+
+#: A routing value from a field or header, checked before lower-casing.
+VALUE_PATTERN = r"^[A-Za-z0-9_]{1,64}$"
+#: One rendered identifier part (mirrors icetide.identifiers.NAME_RE).
+PART_PATTERN = r"^[a-z_][a-z0-9_]{0,127}$"
+
+
+def _text() -> Column:
+    return F.col("value").cast("string")
+
+
+def raw_value(route: RouteSettings) -> Column:
+    """The routing value as the record carries it (null when absent)."""
+    if route.by == "topic":
+        return F.col("_kafka_topic")
+    assert route.name is not None
+    if route.by == "field":
+        # route.name is a validated dot path (config), never record data.
+        return F.get_json_object(_text(), "$." + route.name)
+    hit = F.filter(F.col("_kafka_headers"), lambda h: h["key"] == F.lit(route.name))
+    return F.get(hit, 0)["value"].cast("string")
+
+
+def _render(route: RouteSettings, value: Column) -> tuple[Column, Column]:
+    """(namespace, table) columns from the template; placeholders replaced by ``value``/topic."""
+    topic = F.lower(F.regexp_replace(F.col("_kafka_topic"), r"[.\-]", "_"))
+
+    def render(part: str) -> Column:
+        pieces: list[Column] = []
+        pos = 0
+        for m in PLACEHOLDER_RE.finditer(part):
+            if m.start() > pos:
+                pieces.append(F.lit(part[pos:m.start()]))
+            pieces.append(topic if m.group(1) == "topic" else value)
+            pos = m.end()
+        if pos < len(part):
+            pieces.append(F.lit(part[pos:]))
+        return F.concat(*pieces)
+
+    ns, table = route.template_parts()
+    return render(ns), render(table)
+
+
+def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_value_bytes: int) -> DataFrame:
+    """Add the target table per record, or a routing error class and message."""
+    if target.route is None:
+        assert target.table is not None
+        return (rows.withColumn(TABLE, F.lit(target.table))
+                .withColumn(ROUTE_ERROR, F.lit(None).cast("string"))
+                .withColumn(ROUTE_MESSAGE, F.lit(None).cast("string")))
+    route = target.route
+    raw = raw_value(route)
+    if route.by == "topic":
+        value = F.lower(F.regexp_replace(F.col("_kafka_topic"), r"[.\-]", "_"))
+        value_ok = F.lit(True)
+    else:
+        value = F.lower(raw)
+        value_ok = raw.rlike(VALUE_PATTERN)
+    ns, name = _render(route, value)
+    table = F.concat(ns, F.lit("."), name)
+    allowed = sorted(route.namespaces or [])
+    name_ok = (
+        ns.rlike(PART_PATTERN) & name.rlike(PART_PATTERN)
+        & ~name.isin(sorted(SQL_RESERVED)) & ns.isin(allowed)
+        & ~table.isin(sorted(reserved))
+    )
+    text = _text()
+    where = f"routing {route.by} {route.name!r}" if route.name else "the topic"
+    missing = F.lit("missing_route")
+    if route.by == "field":  # a field is missing from a record that is not a JSON object at all
+        missing = (F.when(F.get_json_object(text, "$").isNull(), F.lit("malformed_json"))
+                   .when(~F.ltrim(text).startswith("{"), F.lit("not_a_json_object"))
+                   .otherwise(missing))
+    error = (
+        F.when(F.col("value").isNull(), F.lit("null_value"))
+        .when(F.length("value") == 0, F.lit("empty_value"))
+        .when(F.length("value") > max_value_bytes, F.lit("oversized_value"))
+        .when(raw.isNull(), missing)
+        .when(~value_ok | ~name_ok, F.lit("invalid_route"))
+    )
+    shown = F.substring(raw, 1, 100)
+    missing_message = F.lit(f"{where} is missing or null (target.route)")
+    if route.by == "field":
+        missing_message = (F.when(F.get_json_object(text, "$").isNull(), F.lit("value is not valid JSON"))
+                           .when(~F.ltrim(text).startswith("{"), F.lit("value is JSON but not an object"))
+                           .otherwise(missing_message))
+    message = (
+        F.when(F.col("value").isNull(), F.lit("the record has no value (a tombstone)"))
+        .when(F.length("value") == 0, F.lit("the record value is empty"))
+        .when(F.length("value") > max_value_bytes,
+              F.concat(F.lit("value of "), F.length("value").cast("string"),
+                       F.lit(f" bytes exceeds source.max_value_bytes={max_value_bytes}")))
+        .when(raw.isNull(), missing_message)
+        .when(~value_ok, F.concat(F.lit("routing value '"), shown,
+                                  F.lit("' is not allowed: use 1-64 characters of A-Z a-z 0-9 _")))
+        .when(~name_ok, F.concat(F.lit("table '"), F.substring(table, 1, 200),
+                                 F.lit(f"' is not allowed: namespace must be one of {allowed}, names a-z 0-9 _ "
+                                       "starting with a letter or _, not a reserved word or icetide table")))
+    )
+    return (rows.withColumn(ROUTE_ERROR, error).withColumn(ROUTE_MESSAGE, message)
+            .withColumn(TABLE, F.when(F.col(ROUTE_ERROR).isNull(), table)))
+
+
+@dataclass
+class Admission:
+    """Routed tables of one batch: accepted, and rejected with a reason."""
+
+    accepted: list[str] = field(default_factory=list)
+    rejected: dict[str, tuple[str, str]] = field(default_factory=dict)  # table → (class, message)
+
+
+def admit(routes: list[str], existing: set[str], target: TargetTable, reserved: set[str]) -> Admission:
+    """Re-validate each distinct routed table; new tables only while ``max_tables`` allows."""
+    out = Admission()
+    route = target.route
+    valid: list[str] = []
+    for t in sorted(routes):
+        try:
+            ns, _ = validate_table(t, "routed table")
+            if route is not None and ns not in (route.namespaces or []):
+                raise IdentifierError(f"routed table {t!r} is outside target.route.namespaces")
+            if t in reserved:
+                raise IdentifierError(f"routed table {t!r} is one of icetide's own tables")
+        except IdentifierError as e:  # the JVM check should have caught it; never trust one layer
+            out.rejected[t] = ("invalid_route", str(e))
+            continue
+        valid.append(t)
+    if route is None:
+        out.accepted = valid
+        return out
+    room = route.max_tables - len(existing)
+    for t in valid:
+        if t in existing:
+            out.accepted.append(t)
+        elif room > 0:
+            out.accepted.append(t)
+            room -= 1
+        else:
+            out.rejected[t] = ("table_limit", f"target.route.max_tables={route.max_tables} reached: table {t} "
+                               "was not created; raise the limit and replay the dead letters")
+    return out
