@@ -362,6 +362,12 @@ class DeadLetter(Strict):
     """Where records that cannot be written go, with the reason."""
 
     table: TableId = Field(default="icetide.dead_letters", description="namespace.table")
+    replay_log_table: TableId | None = Field(
+        default=None, description="namespace.table recording replayed dead letters (default: <table>_replayed)"
+    )
+
+    def replay_log(self) -> str:
+        return self.replay_log_table or f"{self.table}_replayed"
 
 
 class StreamSettings(Strict):

@@ -130,11 +130,16 @@ def good_rows(parsed: DataFrame, schema: StructType, kafka_columns: bool) -> Dat
     return parsed.select(*cols)
 
 
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+
 def dead_letter_rows(parsed: DataFrame, pipeline: str, target_table: Column,
                      error_class: str = ERROR_CLASS, error_message: str = ERROR_MESSAGE) -> DataFrame:
+    headers = F.col("_kafka_headers") if "_kafka_headers" in parsed.columns else F.lit(None).cast(HEADERS_TYPE)
     return parsed.select(
         *[F.col(c) for c in KAFKA_COLUMNS],
         F.col("value"),
+        headers.alias("_kafka_headers"),
         F.lit(pipeline).alias("pipeline"),
         target_table.alias("target_table"),
         F.col(error_class).alias("error_class"),
@@ -154,6 +159,11 @@ DEAD_LETTER_SCHEMA = StructType.fromJson(
                 ("pipeline", "string"), ("target_table", "string"), ("error_class", "string"),
                 ("error_message", "string"), ("dead_lettered_at", "timestamp"),
             ]
+        ] + [
+            {"name": "_kafka_headers", "nullable": True, "metadata": {},
+             "type": {"type": "array", "containsNull": True, "elementType": {"type": "struct", "fields": [
+                 {"name": "key", "type": "string", "nullable": True, "metadata": {}},
+                 {"name": "value", "type": "binary", "nullable": True, "metadata": {}}]}}}
         ],
     }
 )

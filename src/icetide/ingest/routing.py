@@ -29,9 +29,9 @@ ROUTE_ERROR = "_icetide_route_error"
 ROUTE_MESSAGE = "_icetide_route_message"
 
 #: A routing value from a field or header, checked before lower-casing.
-VALUE_PATTERN = r"^[A-Za-z0-9_]{1,64}$"
+VALUE_PATTERN = r"^[A-Za-z0-9_]{1,64}\z"  # \z: Java's $ also matches before a final newline
 #: One rendered identifier part (mirrors icetide.identifiers.NAME_RE).
-PART_PATTERN = r"^[a-z_][a-z0-9_]{0,127}$"
+PART_PATTERN = r"^[a-z_][a-z0-9_]{0,127}\z"
 
 
 def _text() -> Column:

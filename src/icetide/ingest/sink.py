@@ -132,10 +132,11 @@ class BatchWriter:
         self.catalog = cfg.catalog.name
         self.dead_letter_table = self.q(cfg.dead_letter.table)
         #: icetide's own tables: never a routing destination.
-        self.reserved = {t for t in (cfg.dead_letter.table, cfg.health.history_table, cfg.maintenance.log_table,
-                                     cfg.stream.batch_log_table) if t}
+        self.reserved = {t for t in (cfg.dead_letter.table, cfg.dead_letter.replay_log(), cfg.health.history_table,
+                                     cfg.maintenance.log_table, cfg.stream.batch_log_table) if t}
         self._schemas: dict[str, StructType] = {}  # namespace.table → record schema (no _kafka_ columns)
         self._known: set[str] | None = None  # tables that exist in the target namespaces
+        self._dead_letters_ready = False
         self._watermarks: dict[str, Watermark | None] = {}
         self.counters = PipelineCounters()
         self.on_commit = on_commit
@@ -388,8 +389,7 @@ class BatchWriter:
 
     def _dead_letters(self, frames: list[DataFrame], batch_id: int,
                       ranges: BatchRanges) -> tuple[int, dict[str, int]] | None:
-        ensure_table(self.spark, self.catalog, self.cfg.dead_letter.table, decode.DEAD_LETTER_SCHEMA,
-                     ["days(_kafka_timestamp)"], {**STREAMING_TABLE_DEFAULTS})
+        self._ensure_dead_letter_table()
         allrows = reduce(lambda a, b: a.unionByName(b), frames)
         by_class = Observation(f"icetide_dlq_{batch_id}_{uuid.uuid4().hex[:8]}")
         observed = allrows.observe(by_class, *[F.count_if(F.col("error_class") == F.lit(c)).alias(c)
@@ -398,6 +398,19 @@ class BatchWriter:
         if n is None:
             return None
         return n, {k: int(v) for k, v in by_class.get.items() if v}
+
+    def _ensure_dead_letter_table(self) -> None:
+        if self._dead_letters_ready:
+            return
+        table = self.cfg.dead_letter.table
+        ensure_table(self.spark, self.catalog, table, decode.DEAD_LETTER_SCHEMA, ["days(_kafka_timestamp)"],
+                     {**STREAMING_TABLE_DEFAULTS})
+        have = self.spark.table(self.q(table)).schema
+        missing = [f for f in decode.DEAD_LETTER_SCHEMA.fields if f.name not in have.fieldNames()]
+        if missing:  # a dead-letter table from an older icetide: add the new columns
+            evo = evolution.Evolution(added=[(evolution.Path((f.name,)), f.dataType) for f in missing])
+            evolution.apply(self.spark, self.q(table), have, evo)
+        self._dead_letters_ready = True
 
     def _log_batch(self, r: BatchResult) -> None:
         """Keep the batch's figures in ``stream.batch_log_table`` (never fails the stream)."""

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 SECRET_HINTS = ("password", "secret", "jaas", "token", "key")
 
 
-def _client_conf(src: KafkaSource) -> dict[str, str]:
+def client_conf(src: KafkaSource) -> dict[str, str]:
     conf = {"bootstrap.servers": src.bootstrap_servers}
     # librdkafka understands the common security settings under the same names.
     for k, v in src.options.items():
@@ -31,7 +31,7 @@ def list_partitions(src: KafkaSource, timeout: float = 10.0) -> dict[str, list[i
     from confluent_kafka.admin import AdminClient
 
     errors: list[str] = []
-    conf: dict[str, Any] = {**_client_conf(src), "error_cb": lambda e: errors.append(e.str()), "log_level": 0}
+    conf: dict[str, Any] = {**client_conf(src), "error_cb": lambda e: errors.append(e.str()), "log_level": 0}
     try:
         md = AdminClient(conf).list_topics(timeout=timeout)
     except KafkaException as e:
@@ -81,7 +81,7 @@ def _watermarks(src: KafkaSource, tps: list[TopicPartition], which: int) -> dict
     from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-    c = Consumer({**_client_conf(src), "group.id": "icetide-offset-probe", "log_level": 0,
+    c = Consumer({**client_conf(src), "group.id": "icetide-offset-probe", "log_level": 0,
                   "enable.auto.commit": False})
     try:
         return {(t, p): int(c.get_watermark_offsets(KafkaTopicPartition(t, p), timeout=10)[which])
