@@ -88,3 +88,54 @@ def test_sigkill_three_times_then_exactly_once(kafka, spark, make_pipeline, tmp_
     assert len(dead) == len({(r[0], r[1]) for r in dead}) == produced.bad
     batches = [json.loads(x) for x in re.findall(r"(\{\"event\": \"batch\".*\})", log.read_text())]
     assert len(batches) >= 4
+
+
+def test_sigkill_between_two_tables_of_one_batch_then_every_table_exactly_once(  # type: ignore[no-untyped-def]
+        kafka, spark, lake, tmp_path) -> None:
+    from icetide.ingest.offsets import read_watermark
+    from tests.routing_helpers import dumps, send
+    from tests.test_routing import routed_config
+
+    ns = unique("kx")
+    topic = f"kx-{ns[3:]}"
+    create_topic(kafka.bootstrap, topic, 4)
+    kinds = [f"k{i}" for i in range(8)]
+    rng = random.Random(int(os.environ.get("ICETIDE_CRASH_SEED", time.time())))
+    records = [{"id": f"m{i}", "kind": kinds[rng.randrange(len(kinds))], "n": i} for i in range(60_000)]
+    send(kafka.bootstrap, topic, [dumps(r) for r in records], 4)
+    cfg = routed_config(kafka, lake, tmp_path, ns, topic)
+    text = cfg.read_text().replace("max_offsets_per_trigger: 20000", "max_offsets_per_trigger: 8000")
+    cfg.write_text(text + "\n")
+    import yaml
+
+    raw = yaml.safe_load(cfg.read_text())
+    raw["stream"]["table_write_parallelism"] = 1  # commits one table after the other: the kill lands between
+    cfg.write_text(yaml.safe_dump(raw))
+    log = tmp_path / "run.log"
+
+    # 1) kill right after the first table of a batch committed, before the second one did
+    proc = start(cfg, log)
+    wait_for(log, r'"event": "batch"', 0)  # batch 0 creates the tables; kill inside a later batch
+    pos = log.stat().st_size
+    first = wait_for(log, r"committing batch (\d+) to (\S+)", pos)
+    second = wait_for(log, rf"committing batch {first.group(1)} to (\S+)", first.end())
+    kill_group(proc)
+    batch = int(first.group(1))
+    holding = [t for t in (f"icetide.{ns}.{k}" for k in kinds)
+               if (w := read_watermark(spark, t, ns.replace("_", "-"))) is not None and w.batch >= batch]
+    assert 1 <= len(holding) < len(kinds), f"batch {batch} was not partial: {holding} ({second.group(1)})"
+
+    # 2) kill at a random moment of the restarted run
+    pos = log.stat().st_size
+    proc = start(cfg, log)
+    wait_for(log, r"committing batch", pos)
+    time.sleep(rng.uniform(0.0, 4.0))
+    kill_group(proc)
+
+    # 3) run to the end
+    proc = start(cfg, log, "--until-idle", "--for", "600")
+    assert proc.wait(700) == 0, log.read_text()[-3000:]
+    for k in kinds:
+        want = sorted(r["id"] for r in records if r["kind"] == k)
+        got = sorted(r[0] for r in spark.sql(f"SELECT id FROM icetide.{ns}.{k}").collect())
+        assert got == want, f"table {k}: {len(got)} rows, {len(set(got))} distinct, expected {len(want)}"

@@ -194,6 +194,9 @@ class RestCatalog(Strict):
 CatalogConfig = Annotated[JdbcCatalog | RestCatalog, Field(discriminator="type")]
 
 
+
+
+
 _TEMPLATE_PART = r"(?:[a-z0-9_]|\{[a-z_][a-z0-9_]*\})+"
 TEMPLATE_RE = re.compile(rf"^(?P<ns>{_TEMPLATE_PART})\.(?P<table>{_TEMPLATE_PART})$")
 PLACEHOLDER_RE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
@@ -230,6 +233,56 @@ Properties = Annotated[dict[str, str], AfterValidator(_check_properties)]
 Columns = Annotated[list[str], AfterValidator(_check_columns)]
 
 
+class CdcSettings(Strict):
+    """Change data capture: keep a current-state table by primary key (MERGE per micro-batch)."""
+
+    format: Literal["plain", "debezium"] = Field(
+        default="plain",
+        description="plain: each record is the row plus an operation field; debezium: the Debezium JSON "
+        "envelope (before/after/op/ts_ms/source, optionally inside 'payload')",
+    )
+    primary_key: Columns = Field(description="Key columns of the row")
+    ordering: str = Field(
+        description="Field that decides which change wins (e.g. 'version', or 'source.lsn' in the envelope); "
+        "a change never overwrites a newer one"
+    )
+    ordering_type: Literal["long", "timestamp", "string"] = Field(
+        default="long", description="How ordering values compare"
+    )
+    operation_field: str = Field(default="op", description="Field holding the operation (plain format)")
+    insert_values: list[str] = Field(default_factory=lambda: ["c", "i", "insert", "create"])
+    update_values: list[str] = Field(default_factory=lambda: ["u", "update"])
+    delete_values: list[str] = Field(default_factory=lambda: ["d", "delete"])
+    read_values: list[str] = Field(
+        default_factory=lambda: ["r", "read", "snapshot"], description="Snapshot reads: applied as upserts"
+    )
+    write_mode: Literal["merge-on-read", "copy-on-write"] = Field(
+        default="merge-on-read", description="write.merge/update/delete.mode of CDC tables icetide creates"
+    )
+    tombstones: bool = Field(
+        default=True,
+        description="Remember deleted keys' ordering (table <name>_tombstones) so an older change arriving "
+        "after a delete cannot bring the row back",
+    )
+
+    @field_validator("primary_key")
+    @classmethod
+    def _pk(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("list at least one key column")
+        return v
+
+    @field_validator("ordering", "operation_field")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not FIELD_PATH_RE.fullmatch(v):
+            raise ValueError(f"{v[:64]!r} is not a field path like 'version' or 'source.lsn'")
+        return v
+
+    def table_properties(self) -> dict[str, str]:
+        return {f"write.{op}.mode": self.write_mode for op in ("merge", "update", "delete")}
+
+
 class TablePolicy(Strict):
     """How icetide creates a table it has not seen before."""
 
@@ -248,9 +301,13 @@ class TablePolicy(Strict):
     properties: Properties = Field(
         default_factory=dict, description="Table properties on create (over icetide's defaults)"
     )
+    cdc: CdcSettings | None = Field(
+        default=None, description="Upserts and deletes by primary key instead of appends"
+    )
 
     def table_properties(self) -> dict[str, str]:
-        return {**STREAMING_TABLE_DEFAULTS, **self.properties}
+        cdc = self.cdc.table_properties() if self.cdc else {}
+        return {**STREAMING_TABLE_DEFAULTS, **cdc, **self.properties}
 
 
 class RouteSettings(Strict):
@@ -347,7 +404,7 @@ class TargetTable(TablePolicy):
 
     def policy_for(self, table: str) -> TablePolicy:
         base = TablePolicy(schema=self.schema_ddl, partition_by=self.partition_by, sort_by=self.sort_by,
-                           properties=self.properties)
+                           properties=self.properties, cdc=self.cdc)
         return merged_for(base, {k: {("schema_ddl" if kk == "schema" else kk): vv for kk, vv in v.items()}
                                  for k, v in self.tables.items()}, table)
 
@@ -383,6 +440,11 @@ class StreamSettings(Strict):
         description="When the checkpoint is gone: resume from offsets recorded in the tables, or fail",
     )
     restart_attempts: int = Field(default=3, ge=0, description="Restarts after a transient failure")
+    watermark_mirror_interval: Interval = Field(
+        default="60 seconds",
+        description="At most this often, copy each table's offsets into a table property (one extra commit); "
+        "maintenance also copies them before it expires snapshots",
+    )
     table_write_parallelism: int = Field(
         default=4, ge=1, le=64, description="Tables of one micro-batch written concurrently (each commits once)"
     )

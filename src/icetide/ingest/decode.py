@@ -20,6 +20,7 @@ CORRUPT = "_icetide_corrupt"
 PARSED = "_icetide_parsed"
 ERROR_CLASS = "_icetide_error_class"
 ERROR_MESSAGE = "_icetide_error_message"
+RAW = "_icetide_raw"
 
 #: Kafka metadata columns added to each target table (and always to the dead-letter table).
 KAFKA_COLUMNS = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_key")
@@ -43,14 +44,15 @@ def with_kafka_columns(kafka_df: DataFrame) -> DataFrame:
 #: Every class a dead letter can have.
 ERROR_CLASSES = ("null_value", "empty_value", "oversized_value", "malformed_json", "not_a_json_object",
                  "type_mismatch", "missing_route", "invalid_route", "table_limit", "table_policy",
-                 "invalid_field", "schema_limit")
+                 "invalid_field", "schema_limit", "unknown_operation", "missing_key", "missing_ordering")
 
 
 def parse(df: DataFrame, schema: StructType, max_value_bytes: int,
-          refused: tuple[Column, Column] | None = None) -> DataFrame:
+          extra: list[tuple[Column, Column]] | None = None) -> DataFrame:
     """Add the parsed struct and, for bad records, an error class and message.
 
-    ``refused``: (error class, message) for records that carry a field schema evolution refused.
+    ``extra``: more (error class, message) checks, in order, for records that parse (a field schema
+    evolution refused, a CDC change without a key, ...); they may refer to the parsed struct.
     """
     with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType())])
     text = F.col("value").cast("string")
@@ -67,10 +69,9 @@ def parse(df: DataFrame, schema: StructType, max_value_bytes: int,
         .when(p[CORRUPT].isNotNull(), _corrupt_class(text))
     )
     message = _error_message(text, schema, max_value_bytes)
-    if refused is not None:
-        refused_class, refused_message = refused
-        message = F.when(error_class.isNull() & refused_class.isNotNull(), refused_message).otherwise(message)
-        error_class = F.coalesce(error_class, refused_class)
+    for extra_class, extra_message in extra or []:
+        message = F.when(error_class.isNull() & extra_class.isNotNull(), extra_message).otherwise(message)
+        error_class = F.coalesce(error_class, extra_class)
     return df.withColumn(ERROR_CLASS, error_class).withColumn(ERROR_MESSAGE, message)
 
 
@@ -122,12 +123,12 @@ def is_good() -> Column:
     return F.col(ERROR_CLASS).isNull()
 
 
-def good_rows(parsed: DataFrame, schema: StructType, kafka_columns: bool) -> DataFrame:
+def good_rows(parsed: DataFrame, schema: StructType, kafka_columns: bool, keep: list[str] | None = None) -> DataFrame:
     cols = [F.col(PARSED)[f.name].alias(f.name) for f in schema.fields]
     if kafka_columns:
         cols += [F.col(c) for c in KAFKA_COLUMNS[:-1]]
         cols.append(F.col("_kafka_key").cast("string").alias("_kafka_key"))
-    return parsed.select(*cols)
+    return parsed.select(*cols, *[F.col(c) for c in keep or []])
 
 
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
@@ -136,9 +137,10 @@ HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 def dead_letter_rows(parsed: DataFrame, pipeline: str, target_table: Column,
                      error_class: str = ERROR_CLASS, error_message: str = ERROR_MESSAGE) -> DataFrame:
     headers = F.col("_kafka_headers") if "_kafka_headers" in parsed.columns else F.lit(None).cast(HEADERS_TYPE)
+    raw = F.col(RAW) if RAW in parsed.columns else F.col("value")  # CDC rows keep the original bytes there
     return parsed.select(
         *[F.col(c) for c in KAFKA_COLUMNS],
-        F.col("value"),
+        raw.alias("value"),
         headers.alias("_kafka_headers"),
         F.lit(pipeline).alias("pipeline"),
         target_table.alias("target_table"),

@@ -99,12 +99,19 @@ class Evolution:
 
 
 # -- inference --------------------------------------------------------------------------------
-def infer(spark: SparkSession, rows: DataFrame, table_col: str, tables: list[str]) -> dict[str, StructType]:
-    """The JSON schema of the records routed to each of ``tables``, in one pass."""
+def infer(spark: SparkSession, rows: DataFrame, table_col: str, tables: list[str],
+          texts: dict[str, Column] | None = None) -> dict[str, StructType]:
+    """The JSON schema of the records routed to each of ``tables``, in one pass.
+
+    ``texts``: per table, the JSON to infer from when it is not the record value (CDC rows).
+    """
     if not tables:
         return {}
     nonce = f"icetide{uuid.uuid4().hex}:"
-    text = F.trim(F.col("value").cast("string"))
+    raw = F.col("value").cast("string")
+    for table, expr in (texts or {}).items():
+        raw = F.when(F.col(table_col) == F.lit(table), expr).otherwise(raw)
+    text = F.trim(raw)
     wrapped = (rows.where(F.col(table_col).isin(tables) & text.startswith("{") & text.endswith("}"))
                .select(F.concat(F.lit('{"' + nonce), F.col(table_col), F.lit('":'), text, F.lit("}"))))
     jvm = spark._jvm

@@ -194,3 +194,46 @@ def resume_offsets(watermarks: list[Watermark]) -> dict[TopicPartition, int]:
             out[tp] = start
     return out
 
+
+
+def mirror_all(spark: SparkSession, table: str) -> list[str]:
+    """Copy every pipeline's newest tagged watermark on ``table`` into its property, if newer.
+
+    Run before snapshot expiry: once the tagged snapshots are gone, the property is what remains.
+    Returns the pipelines whose property was updated.
+    """
+    pipelines = {k[len(PROPERTY_PREFIX):] for k in _property_keys(spark, table) if k.startswith(PROPERTY_PREFIX)}
+    rows = spark.sql(f"SELECT DISTINCT summary['{K_PIPELINE}'] AS p FROM {table}.snapshots "
+                     f"WHERE summary['{K_PIPELINE}'] IS NOT NULL").collect()
+    pipelines |= {str(r["p"]) for r in rows}
+    updated = []
+    for p in sorted(pipelines):
+        try:
+            validate_pipeline(p)
+        except Exception:
+            continue
+        wm = read_watermark(spark, table, p)
+        if wm is None:
+            continue
+        current = table_property(spark, table, PROPERTY_PREFIX + p)
+        if current is not None and Watermark.from_property(current).batch >= wm.batch \
+                and Watermark.from_property(current).offsets == wm.offsets:
+            continue
+        set_property(spark, table, p, wm)
+        updated.append(p)
+    return updated
+
+
+def _property_keys(spark: SparkSession, table: str) -> list[str]:
+    return [str(r["key"]) for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()]
+
+
+_SAFE_PROPERTY_VALUE = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-{}[]:," ')
+
+
+def set_property(spark: SparkSession, table: str, pipeline: str, wm: Watermark) -> None:
+    """Write ``wm`` into ``icetide.watermark.<pipeline>`` (values checked: nothing else reaches SQL)."""
+    value = wm.to_property()
+    if not set(value) <= _SAFE_PROPERTY_VALUE:
+        raise ValueError(f"refusing to write an unexpected watermark value: {value[:200]}")
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{PROPERTY_PREFIX}{validate_pipeline(pipeline)}' = '{value}')")

@@ -28,6 +28,8 @@ TABLE = "_icetide_table"
 ROUTE_ERROR = "_icetide_route_error"
 ROUTE_MESSAGE = "_icetide_route_message"
 
+#: Names icetide keeps for its CDC tombstone tables (never a routing destination).
+TOMBSTONE_SUFFIX = "_tombstones"
 #: A routing value from a field or header, checked before lower-casing.
 VALUE_PATTERN = r"^[A-Za-z0-9_]{1,64}\z"  # \z: Java's $ also matches before a final newline
 #: One rendered identifier part (mirrors icetide.identifiers.NAME_RE).
@@ -90,7 +92,7 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
     allowed = sorted(route.namespaces or [])
     name_ok = (
         ns.rlike(PART_PATTERN) & name.rlike(PART_PATTERN)
-        & ~name.isin(sorted(SQL_RESERVED)) & ns.isin(allowed)
+        & ~name.isin(sorted(SQL_RESERVED)) & ns.isin(allowed) & ~name.endswith(TOMBSTONE_SUFFIX)
         & ~table.isin(sorted(reserved))
     )
     text = _text()
@@ -148,7 +150,7 @@ def admit(routes: list[str], existing: set[str], target: TargetTable, reserved: 
             ns, _ = validate_table(t, "routed table")
             if route is not None and ns not in (route.namespaces or []):
                 raise IdentifierError(f"routed table {t!r} is outside target.route.namespaces")
-            if t in reserved:
+            if t in reserved or t.endswith(TOMBSTONE_SUFFIX):
                 raise IdentifierError(f"routed table {t!r} is one of icetide's own tables")
         except IdentifierError as e:  # the JVM check should have caught it; never trust one layer
             out.rejected[t] = ("invalid_route", str(e))

@@ -206,6 +206,7 @@ class Runner:
     def close(self) -> None:
         if self.query is not None and self.query.isActive:
             self.query.stop()
+        self.writer.flush_mirrors()
         if self.maintenance is not None:
             self.maintenance.stop()
 

@@ -43,15 +43,21 @@ from pyspark.sql.types import (
     _parse_datatype_string,
 )
 
-from icetide.config.models import STREAMING_TABLE_DEFAULTS, TRANSFORM_RE, PipelineConfig
+from icetide.config.models import (
+    STREAMING_TABLE_DEFAULTS,
+    TRANSFORM_RE,
+    CdcSettings,
+    PipelineConfig,
+    interval_seconds,
+)
 from icetide.errors import ConfigError
-from icetide.ingest import checkpoint, decode, evolution, routing
+from icetide.ingest import cdc, checkpoint, decode, evolution, routing
 from icetide.ingest.offsets import (
-    PROPERTY_PREFIX,
     BatchRanges,
     Watermark,
     commit_properties,
     read_watermark,
+    set_property,
 )
 from icetide.ingest.tables import ensure_table, list_tables, table_exists
 
@@ -60,6 +66,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: With routing, each table's share of a batch is written by one task per this many records.
+ROWS_PER_WRITE_TASK = 200_000
+
 BATCH_LOG_SCHEMA = StructType([
     StructField("pipeline", StringType()), StructField("run", StringType()), StructField("batch", LongType()),
     StructField("table_name", StringType()), StructField("records_written", LongType()),
@@ -67,7 +76,6 @@ BATCH_LOG_SCHEMA = StructType([
     StructField("created", BooleanType()), StructField("dead_letter_classes", StringType()),
     StructField("batch_seconds", DoubleType()), StructField("logged_at", TimestampType()),
 ])
-_SAFE_PROPERTY_VALUE = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-{}[]:," ')
 
 
 @dataclass
@@ -82,12 +90,14 @@ class BatchResult:
     dead_letter_classes: dict[str, int] = field(default_factory=dict)
     evolved: dict[str, list[str]] = field(default_factory=dict)
     created: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
 
     def as_event(self, pipeline: str) -> dict[str, object]:
         return {"event": "batch", "pipeline": pipeline, "batch": self.batch, "records": self.records,
                 "written": self.written, "dead_letters": self.dead_letters,
                 "dead_letter_classes": self.dead_letter_classes, "created": self.created,
-                "evolved": self.evolved, "skipped_replayed": self.skipped, "seconds": round(self.seconds, 3)}
+                "evolved": self.evolved, "skipped_replayed": self.skipped, "seconds": round(self.seconds, 3),
+                "timings": self.timings}
 
 
 @dataclass
@@ -137,6 +147,10 @@ class BatchWriter:
         self._schemas: dict[str, StructType] = {}  # namespace.table → record schema (no _kafka_ columns)
         self._known: set[str] | None = None  # tables that exist in the target namespaces
         self._dead_letters_ready = False
+        self._route_counts: dict[str, int] = {}
+        self._mirror_every = interval_seconds(cfg.stream.watermark_mirror_interval)
+        self._mirrored_at: dict[str, float] = {}
+        self._unmirrored: dict[str, Watermark] = {}
         self._watermarks: dict[str, Watermark | None] = {}
         self.counters = PipelineCounters()
         self.on_commit = on_commit
@@ -166,7 +180,8 @@ class BatchWriter:
     def _schema(self, table: str) -> StructType:
         if table not in self._schemas:
             full = self.spark.table(self.q(table)).schema
-            self._schemas[table] = StructType([f for f in full.fields if f.name not in decode.KAFKA_COLUMNS])
+            meta = {*decode.KAFKA_COLUMNS, *cdc.META_COLUMNS}
+            self._schemas[table] = StructType([f for f in full.fields if f.name not in meta])
         return self._schemas[table]
 
     def _with_kafka(self, schema: StructType) -> StructType:
@@ -211,6 +226,10 @@ class BatchWriter:
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
+        if cfg.target.route is not None:
+            # Clustered by table, each table's scan of the cache skips the column batches of the
+            # others (in-memory partition pruning on the batch min/max of the table column).
+            rows = rows.sortWithinPartitions(routing.TABLE)
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             return self._process_cached(rows, batch_id, ranges, started)
@@ -221,9 +240,20 @@ class BatchWriter:
                         started: float) -> BatchResult:
         cfg = self.cfg
         table_col = F.col(routing.TABLE)
+        clock = time.monotonic()
+        timings: dict[str, float] = {}
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.monotonic()
+            timings[name] = round(now - clock, 3)
+            clock = now
+
         admission, route_errors, overflow = self._admit(rows)
+        lap("admit")
         rejected_tables = dict(admission.rejected)
         plans, created, policy_errors = self._prepare(rows, admission.accepted)
+        lap("prepare")
         rejected_tables.update(policy_errors)
         admission_needs_dead_letters = route_errors > 0 or bool(rejected_tables) or overflow
 
@@ -248,14 +278,32 @@ class BatchWriter:
 
         def write(plan: TablePlan) -> None:
             subset = rows.where(table_col == F.lit(plan.table))
-            parsed = decode.parse(subset, plan.schema, cfg.source.max_value_bytes, plan.refused)
+            n = self._route_counts.get(plan.table)
+            if n is not None:
+                # One write task per ~rows_per_task records: fewer, larger files and less overhead
+                # per table when a batch fans out thinly to many tables.
+                subset = subset.coalesce(max(1, -(-n // ROWS_PER_WRITE_TASK)))
+            policy = cfg.target.policy_for(plan.table)
+            extra = [plan.refused] if plan.refused is not None else []
+            if policy.cdc is not None:
+                subset = cdc.unwrap(subset, policy.cdc)
+                extra.append(cdc.errors(policy.cdc, decode.PARSED))
+            parsed = decode.parse(subset, plan.schema, cfg.source.max_value_bytes, extra)
             good = decode.is_good()
             stats = Observation(f"icetide_{batch_id}_{uuid.uuid4().hex[:8]}")
             observed = parsed.observe(stats, F.count_if(good).alias("good"), F.count_if(~good).alias("bad"),
                                       F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max"))
             meta = cfg.target.kafka_metadata_columns
-            n = self._commit(self.q(plan.table), observed.where(good),
-                             lambda d: decode.good_rows(d, plan.schema, meta), batch_id, ranges, stats)
+            if policy.cdc is None:
+                n = self._commit(self.q(plan.table), observed.where(good),
+                                 lambda d: decode.good_rows(d, plan.schema, meta), batch_id, ranges, stats)
+            else:
+                settings = policy.cdc
+                n = self._commit(self.q(plan.table), observed.where(good),
+                                 lambda d: decode.good_rows(d, plan.schema, meta, [cdc.OP, cdc.ORDERING]),
+                                 batch_id, ranges, stats,
+                                 apply=lambda changes, tags: self._merge(plan.table, changes, tags, settings,
+                                                                         batch_id, ranges))
             if n is None:
                 skipped.append(plan.table)
                 c = parsed.agg(F.count_if(~good).alias("bad"),
@@ -278,6 +326,7 @@ class BatchWriter:
                 for f in [pool.submit(write, plan) for plan in plans]:
                     f.result()
 
+        lap("write")
         if admission_needs_dead_letters:
             flagged = rows.withColumn("_e", route_error).withColumn("_m", route_message).where(F.col("_e").isNotNull())
             bad_frames.append(decode.dead_letter_rows(flagged, cfg.name, table_col, "_e", "_m"))
@@ -288,10 +337,11 @@ class BatchWriter:
                 skipped.append(self.cfg.dead_letter.table)
             else:
                 dead, classes = d
+        lap("dead_letters")
         records = sum(written.values()) + dead
         return BatchResult(batch_id, records, written, dead, skipped, time.monotonic() - started,
                            max(ts_max) if ts_max else None, classes,
-                           {p.table: p.evolved for p in plans if p.evolved}, created)
+                           {p.table: p.evolved for p in plans if p.evolved}, created, timings)
 
     def _admit(self, rows: DataFrame) -> tuple[routing.Admission, int, bool]:
         """Admitted tables of the batch, the number of routing errors, and whether tables were cut off."""
@@ -306,6 +356,7 @@ class BatchWriter:
         groups = (rows.groupBy(col).count()
                   .orderBy(col.isNull().desc(), col.isin(sorted(known)).desc(), col).limit(limit).collect())
         route_errors = sum(int(r["count"]) for r in groups if r[0] is None)
+        self._route_counts = {str(r[0]): int(r["count"]) for r in groups if r[0] is not None}
         routes = [str(r[0]) for r in groups if r[0] is not None]
         admission = routing.admit(routes, known, t, self.reserved)
         return admission, route_errors, len(groups) >= limit
@@ -317,7 +368,8 @@ class BatchWriter:
         known = self.known_tables()
         new = [x for x in tables if x not in known]
         infer_for = list(tables) if t.evolve_schema else [x for x in new if t.policy_for(x).schema_ddl is None]
-        inferred = evolution.infer(self.spark, rows, routing.TABLE, infer_for) if infer_for else {}
+        texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
+        inferred = evolution.infer(self.spark, rows, routing.TABLE, infer_for, texts) if infer_for else {}
         plans: list[TablePlan] = []
         created: list[str] = []
         refused: dict[str, tuple[str, str]] = {}
@@ -377,9 +429,19 @@ class BatchWriter:
         for c in policy.sort_by:
             if c not in have:
                 return f"{key}.sort_by: column {c!r} is not in the records for {table}"
+        full = self._with_kafka(schema)
+        if policy.cdc is not None:
+            missing = [k for k in policy.cdc.primary_key if k not in have]
+            if missing:
+                return (f"{key}.cdc.primary_key: column(s) {missing} are not in the records for {table}; "
+                        "fix the key or give the schema, then replay")
+            full = StructType([*full.fields, StructField(cdc.ORDERING, cdc.ordering_type(policy.cdc), True)])
         try:
-            ensure_table(self.spark, self.catalog, table, self._with_kafka(schema), policy.partition_by,
+            ensure_table(self.spark, self.catalog, table, full, policy.partition_by,
                          policy.table_properties(), policy.sort_by)
+            if policy.cdc is not None and policy.cdc.tombstones:
+                ensure_table(self.spark, self.catalog, f"{table}_tombstones",
+                             cdc.tombstone_schema(full, policy.cdc), [], {**STREAMING_TABLE_DEFAULTS})
         except Exception as e:
             text = str(e)
             if "Invalid" in text or "Cannot" in text or "IllegalArgument" in text or "ValidationException" in text:
@@ -398,6 +460,32 @@ class BatchWriter:
         if n is None:
             return None
         return n, {k: int(v) for k, v in by_class.get.items() if v}
+
+    def _merge(self, table: str, changes: DataFrame, tags: dict[str, str], c: CdcSettings, batch_id: int,
+               ranges: BatchRanges) -> None:
+        """One MERGE of the batch's newest change per key, tagged; then the deletes' tombstones."""
+        tomb = f"{table}_tombstones"
+        # Read tombstones through the batch's own session, freshly: its catalog cache is the one
+        # the tombstone MERGEs update (another session's cache may hold an older version).
+        session = changes.sparkSession
+        changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            latest = cdc.latest_per_key(changes, c)
+            if c.tombstones and table_exists(session, self.q(tomb)):
+                session.catalog.refreshTable(self.q(tomb))
+                latest = cdc.not_buried(latest, session.table(self.q(tomb)), c)
+            latest = latest.persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                cdc.with_commit_properties(self.spark, tags, lambda: cdc.merge(latest, self.q(table), c))
+                if c.tombstones:
+                    deletes = latest.where(F.col(cdc.OP) == "delete").select(*c.primary_key, cdc.ORDERING)
+                    self._commit(self.q(tomb), deletes, lambda d: d, batch_id, ranges,
+                                 apply=lambda d, t: cdc.with_commit_properties(
+                                     self.spark, t, lambda: cdc.merge_tombstones(d, self.q(tomb), c)))
+            finally:
+                latest.unpersist()
+        finally:
+            changes.unpersist()
 
     def _ensure_dead_letter_table(self) -> None:
         if self._dead_letters_ready:
@@ -443,8 +531,10 @@ class BatchWriter:
         return BatchRanges(offsets, planned_at_ms=planned)
 
     def _commit(self, table: str, rows: DataFrame, project: Callable[[DataFrame], DataFrame],
-                batch_id: int, ranges: BatchRanges, stats: Observation | None = None) -> int | None:
-        """Append the rows not yet in ``table``; None if the table already holds the whole batch."""
+                batch_id: int, ranges: BatchRanges, stats: Observation | None = None,
+                apply: Callable[[DataFrame, dict[str, str]], None] | None = None) -> int | None:
+        """Write the rows not yet in ``table`` (append, or ``apply`` e.g. a MERGE) tagged with the
+        batch's offsets; None if the table already holds the whole batch."""
         wm = self.watermark(table)
         if wm is not None and wm.covers(ranges):
             log.info("batch %s already in %s (watermark %s); skipped", batch_id, table, wm.encode())
@@ -457,10 +547,15 @@ class BatchWriter:
                         batch_ranges=ranges, committed_at_ms=int(time.time() * 1000))
         counted = Observation(f"icetide_{batch_id}_{uuid.uuid4().hex[:8]}")
         log.info("committing batch %s to %s", batch_id, table)
-        writer = project(rows).observe(counted, F.count(F.lit(1)).alias("n")).writeTo(table)
-        for k, v in commit_properties(self.cfg.name, self.run_id, batch_id, ranges, new.offsets).items():
-            writer = writer.option(f"snapshot-property.{k}", v)
-        writer.append()
+        out = project(rows).observe(counted, F.count(F.lit(1)).alias("n"))
+        tags = commit_properties(self.cfg.name, self.run_id, batch_id, ranges, new.offsets)
+        if apply is not None:
+            apply(out, tags)
+        else:
+            writer = out.writeTo(table)
+            for k, v in tags.items():
+                writer = writer.option(f"snapshot-property.{k}", v)
+            writer.append()
         new.committed_at_ms = int(time.time() * 1000)
         if stats is not None:  # filled in by the write that just finished
             ts = stats.get.get("ts_max")
@@ -471,14 +566,27 @@ class BatchWriter:
             self.on_commit(table, new)
         return int(counted.get["n"])
 
-    def _mirror(self, table: str, wm: Watermark) -> None:
-        """Copy the watermark into a table property so it outlives snapshot expiry."""
-        value = wm.to_property()
-        if not set(value) <= _SAFE_PROPERTY_VALUE:
-            raise ValueError(f"refusing to write an unexpected watermark value: {value[:200]}")
-        self.spark.sql(
-            f"ALTER TABLE {table} SET TBLPROPERTIES ('{PROPERTY_PREFIX}{self.cfg.name}' = '{value}')"
-        )
+    def _mirror(self, table: str, wm: Watermark, force: bool = False) -> None:
+        """Copy the watermark into a table property so it outlives snapshot expiry.
+
+        It costs a commit, so it happens at most every ``stream.watermark_mirror_interval`` per
+        table (the snapshot summary is the ledger; maintenance mirrors before expiring snapshots).
+        """
+        now = time.monotonic()
+        if not force and now - self._mirrored_at.get(table, -1e18) < self._mirror_every:
+            self._unmirrored[table] = wm
+            return
+        set_property(self.spark, table, self.cfg.name, wm)
+        self._mirrored_at[table] = now
+        self._unmirrored.pop(table, None)
+
+    def flush_mirrors(self) -> None:
+        """Mirror every watermark not yet copied (on shutdown)."""
+        for table, wm in list(self._unmirrored.items()):
+            try:
+                self._mirror(table, wm, force=True)
+            except Exception as e:  # the snapshot summaries still hold it
+                log.warning("could not mirror the watermark of %s: %s", table, str(e).splitlines()[0][:200])
 
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType, TimestampType
 
+from icetide.ingest.offsets import mirror_all
 from icetide.ingest.tables import ensure_table
 from icetide.maintenance.planner import Step, TablePlan
 
@@ -167,6 +168,9 @@ class Executor:
         if step.action == "remove_orphan_files":
             return self._orphans(step, rec, dry_run, started)
         sql = procedure_sql(self.catalog, step)
+        if step.action == "expire_snapshots":
+            # The offsets icetide's ingest recorded must outlive the snapshots that carry them.
+            mirror_all(self.spark, f"{self.catalog}.{step.table}")
         for attempt in range(1, self.retries + 2):
             rec.attempts = attempt
             try:

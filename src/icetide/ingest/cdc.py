@@ -1,0 +1,203 @@
+"""CDC: change records → a current-state table, one MERGE per table per micro-batch.
+
+Per batch and table: the change records are unwrapped (plain rows with an operation field, or the
+Debezium envelope), bad changes become dead letters (``unknown_operation``, ``missing_key``,
+``missing_ordering``), the newest change per key wins (by the ordering field, then Kafka
+position), and one ``MERGE`` applies them:
+
+- delete: when the table's row is not newer than the delete;
+- insert/update/read: insert when absent, update only when the change is newer than the row.
+
+The row's ordering value is kept in ``_cdc_ordering``, so an old change delivered late or replayed
+never overwrites a newer one. Deleted keys keep their ordering in ``<table>_tombstones`` so an old
+change arriving after a delete cannot resurrect the row. MERGE runs through Spark's DataFrame
+``mergeInto`` (no SQL text) inside Iceberg's ``CommitMetadata.withCommitProperties``, so the
+commit carries icetide's exactly-once tags atomically, as appends do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pyspark.sql import Column, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType, TimestampType
+
+from icetide.config.models import CdcSettings
+from icetide.ingest import decode
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+OP = "_cdc_op"
+ORDERING = "_cdc_ordering"
+RAW = decode.RAW
+#: Columns icetide adds to CDC tables (besides the _kafka_ ones).
+META_COLUMNS = (ORDERING,)
+ERROR_CLASSES = ("unknown_operation", "missing_key", "missing_ordering")
+_SRC = "_icetide_src"
+
+
+def ordering_type(cdc: CdcSettings) -> DataType:
+    return {"long": LongType(), "timestamp": TimestampType(), "string": StringType()}[cdc.ordering_type]
+
+
+def _text() -> Column:
+    return F.col("value").cast("string")
+
+
+def _envelope(cdc: CdcSettings) -> Column:
+    text = _text()
+    if cdc.format == "plain":
+        return text
+    payload = F.get_json_object(text, "$.payload")  # Debezium with schemas.enable=true
+    return F.when(F.ltrim(payload).startswith("{"), payload).otherwise(text)
+
+
+def unwrap(rows: DataFrame, cdc: CdcSettings) -> DataFrame:
+    """Keep the original bytes for dead letters; ``value`` becomes the row; add operation and ordering."""
+    env = _envelope(cdc)
+    op_field = "$.op" if cdc.format == "debezium" else "$." + cdc.operation_field
+    op = F.get_json_object(env, op_field)
+    norm = (F.when(op.isin(cdc.delete_values), F.lit("delete"))
+            .when(op.isin([*cdc.insert_values, *cdc.update_values, *cdc.read_values]), F.lit("upsert")))
+    if cdc.format == "debezium":
+        row = F.when(norm == "delete", F.get_json_object(env, "$.before")).otherwise(F.get_json_object(env, "$.after"))
+    else:
+        row = _text()
+    ordering = F.get_json_object(env, "$." + cdc.ordering).try_cast(ordering_type(cdc))
+    return (rows.withColumn(RAW, F.col("value")).withColumn(OP, norm).withColumn(ORDERING, ordering)
+            .withColumn("_cdc_op_raw", op)
+            .withColumn("value", F.when(F.col("value").isNotNull(), row.cast("binary"))))
+
+
+def text_for_inference(cdc: CdcSettings) -> Column:
+    """The row JSON of a change (what the table's columns come from)."""
+    env = _envelope(cdc)
+    if cdc.format == "plain":
+        return env
+    op = F.get_json_object(env, "$.op")
+    return F.when(op.isin(cdc.delete_values), F.get_json_object(env, "$.before")).otherwise(
+        F.get_json_object(env, "$.after"))
+
+
+def errors(cdc: CdcSettings, parsed_col: str) -> tuple[Column, Column]:
+    """(class, message) of changes that cannot be applied; null for good ones."""
+    p = F.col(parsed_col)
+    missing = [F.when(p[k].isNull(), F.lit(k)) for k in cdc.primary_key]
+    where = "the envelope's 'op'" if cdc.format == "debezium" else f"'{cdc.operation_field}'"
+    cls = (F.when(F.col(OP).isNull(), F.lit("unknown_operation"))
+           .when(F.concat_ws(",", *missing) != "", F.lit("missing_key"))
+           .when(F.col(ORDERING).isNull(), F.lit("missing_ordering")))
+    known = sorted({*cdc.insert_values, *cdc.update_values, *cdc.delete_values, *cdc.read_values})
+    msg = (F.when(F.col(OP).isNull(),
+                  F.concat(F.lit(f"operation {where} is "), F.coalesce(F.concat(F.lit("'"), F.substring(
+                      F.col("_cdc_op_raw"), 1, 40), F.lit("'")), F.lit("missing")),
+                      F.lit(f"; known: {known} (target.cdc.*_values)")))
+           .when(F.concat_ws(",", *missing) != "",
+                 F.concat(F.lit("primary key column(s) missing or null: "), F.concat_ws(",", *missing)))
+           .when(F.col(ORDERING).isNull(),
+                 F.lit(f"ordering field '{cdc.ordering}' is missing or not a {cdc.ordering_type} "
+                       "(target.cdc.ordering, target.cdc.ordering_type)")))
+    return cls, msg
+
+
+def latest_per_key(changes: DataFrame, cdc: CdcSettings) -> DataFrame:
+    """The newest change per key in this batch (ordering, then Kafka position)."""
+    w = Window.partitionBy(*[F.col(k) for k in cdc.primary_key]).orderBy(
+        F.col(ORDERING).desc(), F.col("_kafka_offset").desc(), F.col("_kafka_partition").desc())
+    return changes.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") == 1).drop("_rn")
+
+
+def tombstone_schema(table_schema: StructType, cdc: CdcSettings) -> StructType:
+    by_name = {f.name: f for f in table_schema.fields}
+    return StructType([StructField(k, by_name[k].dataType, True) for k in cdc.primary_key]
+                      + [StructField(ORDERING, ordering_type(cdc), True)])
+
+
+def not_buried(changes: DataFrame, tombstones: DataFrame | None, cdc: CdcSettings) -> DataFrame:
+    """Drop changes not newer than a recorded delete of their key (a replayed delete stays)."""
+    if tombstones is None:
+        return changes
+    t = tombstones.select(*[F.col(k).alias(f"_tb_{k}") for k in cdc.primary_key],
+                          F.col(ORDERING).alias("_tb_ord"))
+    cond = [changes[k].eqNullSafe(t[f"_tb_{k}"]) for k in cdc.primary_key]
+    joined = changes.join(t, on=cond[0] if len(cond) == 1 else _and(cond), how="left")
+    keep = (F.col("_tb_ord").isNull() | (F.col(ORDERING) > F.col("_tb_ord"))
+            | ((F.col(OP) == "delete") & (F.col(ORDERING) >= F.col("_tb_ord"))))
+    return joined.where(keep).drop(*[f"_tb_{k}" for k in cdc.primary_key], "_tb_ord")
+
+
+def _and(cols: list[Column]) -> Column:
+    out = cols[0]
+    for c in cols[1:]:
+        out = out & c
+    return out
+
+
+def merge(source: DataFrame, table: str, cdc: CdcSettings) -> None:
+    """One MERGE of the newest changes into ``table`` (fully qualified)."""
+    name = table.split(".")[-1]
+    s = source.alias(_SRC)
+    on = _and([F.col(f"{_SRC}.{k}") == F.col(f"{name}.{k}") for k in cdc.primary_key])
+    newer = F.col(f"{_SRC}.{ORDERING}") > F.col(f"{name}.{ORDERING}")
+    not_older = F.col(f"{_SRC}.{ORDERING}") >= F.col(f"{name}.{ORDERING}")
+    is_delete = F.col(f"{_SRC}.{OP}") == "delete"
+    cols = [c for c in source.columns if c != OP]
+    assignments = {c: F.col(f"{_SRC}.{c}") for c in cols}
+    (s.mergeInto(table, on)
+     .whenMatched(is_delete & not_older).delete()
+     .whenMatched(~is_delete & newer).update(assignments)
+     .whenNotMatched(~is_delete).insert(assignments)
+     .merge())
+
+
+def merge_tombstones(deletes: DataFrame, table: str, cdc: CdcSettings) -> None:
+    """Remember the newest delete per key."""
+    name = table.split(".")[-1]
+    s = deletes.alias(_SRC)
+    on = _and([F.col(f"{_SRC}.{k}") == F.col(f"{name}.{k}") for k in cdc.primary_key])
+    assignments = {c: F.col(f"{_SRC}.{c}") for c in deletes.columns}
+    (s.mergeInto(table, on)
+     .whenMatched(F.col(f"{_SRC}.{ORDERING}") > F.col(f"{name}.{ORDERING}")).update(assignments)
+     .whenNotMatched().insert(assignments)
+     .merge())
+
+
+class _Callable:
+    """A Python function as a ``java.util.concurrent.Callable`` (py4j callback)."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn = fn
+        self.error: BaseException | None = None
+
+    def call(self) -> None:
+        try:
+            self.fn()
+        except BaseException as e:
+            self.error = e
+            raise
+
+    class Java:
+        implements: ClassVar[list[str]] = ["java.util.concurrent.Callable"]
+
+
+def with_commit_properties(spark: SparkSession, properties: dict[str, str], fn: Callable[[], None]) -> None:
+    """Run ``fn`` so that the Iceberg commit it makes carries ``properties`` in its snapshot summary."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    sc: Any = spark.sparkContext
+    ensure_callback_server_started(sc._gateway)
+    jvm: Any = spark._jvm
+    props = jvm.java.util.HashMap()
+    for k, v in properties.items():
+        props.put(k, v)
+    call = _Callable(fn)
+    try:
+        jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
+            props, call, jvm.java.lang.Class.forName("java.lang.RuntimeException"))
+    except Exception:
+        if call.error is not None:
+            raise call.error from None
+        raise
