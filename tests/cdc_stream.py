@@ -23,16 +23,11 @@ def generate(keys: int, changes: int, seed: int, debezium: bool, bad_every: int 
     out = ChangeStream()
     alive: dict[int, bool] = {}
     history: list[dict[str, Any]] = []
-    version = 0
     first = list(range(keys))
     rng.shuffle(first)  # every key is created once, then changes hit random keys
-    for i in range(changes):
-        k = first[i] if i < keys else rng.randrange(keys)
-        version += 1
-        if not alive.get(k):
-            op = "c"
-        else:
-            op = "d" if rng.random() < 0.15 else "u"
+    for version in range(1, changes + 1):
+        k = first[version - 1] if version <= keys else rng.randrange(keys)
+        op = "c" if not alive.get(k) else "d" if rng.random() < 0.15 else "u"
         row = {"id": k, "name": f"n{k}-{version}", "balance": round(rng.uniform(-1e4, 1e4), 2)}
         history.append({"key": k, "op": op, "version": version, "row": row})
         alive[k] = op != "d"

@@ -16,6 +16,7 @@ from icetide.demo.events import create_topic
 from icetide.health.collector import collect
 from icetide.ingest.offsets import read_watermark
 from icetide.ingest.runner import Runner
+from icetide.maintenance.cycle import plan_all, run_cycle
 from tests.cdc_stream import ChangeStream, generate
 from tests.conftest import pipeline_dict, unique
 from tests.test_crash import kill_group, start, wait_for
@@ -95,6 +96,22 @@ def test_debezium_changes_land_as_the_exact_final_state_on_merge_on_read(kafka, 
     # the delete files merge-on-read creates are visible in the health figures
     h = collect(spark, fq)
     assert h.delete_files > 0 and h.deleted_records > 0 and h.delete_ratio > 0
+
+    # maintenance: the delete trigger fires, deletes are applied, the state is unchanged
+    raw = yaml.safe_load(cfg.read_text())
+    raw["maintenance"] = {"log_table": f"{table}_mlog", "rewrites_per_cycle": 4,
+                          "policy": {"hot_partition_quiet_seconds": 0, "delete_files": 2}}
+    cfg.write_text(yaml.safe_dump(raw))
+    mcfg = load_config(cfg)
+    plans = plan_all(spark, mcfg, [table])
+    steps = {s.action: s for p in plans for s in p.steps}
+    assert "rewrite_data_files" in steps and "delete ratio" in steps["rewrite_data_files"].reason
+    _, records = run_cycle(spark, mcfg, [table])
+    assert {r.step: r.outcome for r in records}.get("rewrite_data_files") == "ok", records
+    run_cycle(spark, mcfg, [table])  # next cycle: dangling position deletes are dropped
+    assert_final_state(spark, table, stream)
+    live = spark.sql(f"SELECT count(*) FROM {fq}.delete_files").first()[0]
+    assert live < h.delete_files, (live, h.delete_files)
 
 
 def test_cdc_sigkill_three_times_format_v3_then_exact_final_state(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]

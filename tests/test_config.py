@@ -132,3 +132,30 @@ def test_cli_missing_file(tmp_path: Path) -> None:
     assert res.returncode == 2
     missing = tmp_path / "nope.yaml"
     assert res.stderr.strip() == f"icetide: {missing}: config file not found (pass the path with -c/--config)"
+
+
+def test_route_template_and_target_errors_name_the_key(tmp_path: Path) -> None:
+    route = {"by": "field", "name": "kind", "table": "events.{kind}"}
+    assert load_config(write(tmp_path, {**BASE, "target": {"route": route}})).target.namespaces() == ["events"]
+    cases = [
+        ({"route": {**route, "table": "{kind}.x"}},
+         "p.yaml: target.route: table template must have a placeholder in the table name, e.g. 'raw.{topic}'"),
+        ({"route": {**route, "table": "{kind}.t_{kind}"}},
+         "p.yaml: target.route: the template's namespace has a placeholder: list the allowed 'namespaces'"),
+        ({"route": {**route, "table": "events.{user}"}},
+         "p.yaml: target.route: table template placeholder {user} is unknown; use one of {kind}, {topic}, {value}"),
+        ({"route": {**route, "table": "ev ents.{kind}"}},
+         "p.yaml: target.route: table 'ev ents.{kind}' is not a template like 'raw.{topic}' or 'events.{value}' "
+         "(namespace.table of a-z 0-9 _ and {placeholders})"),
+        ({"route": {"by": "header", "table": "events.{value}"}},
+         "p.yaml: target.route: by: header needs 'name': the header that holds the routing value"),
+        ({"table": "raw.orders", "route": route},
+         "p.yaml: target: set exactly one of 'table' (one table) or 'route' (tables chosen per record)"),
+        ({"table": "raw.orders", "cdc": {"primary_key": [], "ordering": "v"}},
+         "p.yaml: target.cdc.primary_key: list at least one key column"),
+        ({"table": "raw.orders", "tables": {"raw.*": {"partition_by": ["days(ts"], "colour": 1}}},
+         "p.yaml: target.tables: override 'raw.*': partition_by: 'days(ts' is not a partition transform; use a "
+         "column name, years|months|days|hours(col), bucket(N, col) or truncate(N, col); colour: unknown key"),
+    ]
+    for target, line in cases:
+        assert errors_for(tmp_path, {**BASE, "target": target}) == line, target

@@ -160,6 +160,28 @@ def test_priority_order_and_budget_of_one_rewrite(spark, kafka, lake, tmp_path) 
     assert [r.table.split(".")[-1] for r in records if r.outcome == "ok" and r.step == "rewrite_data_files"] == ["t2"]
 
 
+def test_query_telemetry_puts_the_most_queried_table_first(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from icetide.maintenance.planner import demand
+
+    ns = unique("mq")
+    for name in ("a_quiet", "b_busy"):  # the same health; names would order a_quiet first
+        create(spark, f"icetide.{ns}.{name}")
+        small_files(spark, f"icetide.{ns}.{name}", "2026-09-01", 8)
+    spark.sql(f"CREATE TABLE icetide.{ns}.queries (table_name STRING, queried_at TIMESTAMP, scan_ms BIGINT) "
+              "USING iceberg")
+    spark.sql(f"INSERT INTO icetide.{ns}.queries SELECT '{ns}.b_busy', current_timestamp(), 100 FROM range(31)")
+    spark.sql(f"INSERT INTO icetide.{ns}.queries SELECT '{ns}.a_quiet', TIMESTAMP '2020-01-01 00:00:00', 1 "
+              "FROM range(500)")  # outside the window
+    time.sleep(2)
+    cfg = load_config(make_cfg(kafka, lake, tmp_path, ns, policy={"hot_partition_quiet_seconds": 1},
+                               telemetry_table=f"{ns}.queries", telemetry_window="24 hours"))
+    plans = {p.table.split(".")[-1]: p for p in plan_all(spark, cfg, [f"{ns}.a_quiet", f"{ns}.b_busy"])}
+    assert plans["b_busy"].queries == 31 and plans["a_quiet"].queries == 0
+    assert plans["a_quiet"].score == plans["b_busy"].score
+    assert plans["b_busy"].priority - plans["a_quiet"].priority == pytest.approx(demand(31)) == 20.0
+    assert next(p.table.split(".")[-1] for p in plan_all(spark, cfg, [f"{ns}.a_quiet", f"{ns}.b_busy"])) == "b_busy"
+
+
 def test_partition_filters_refuse_unsafe_values() -> None:
     ident = [PartitionField("region", "identity", "region")]
     assert where(ident, '{"region":"eu-west-1"}') == "region = 'eu-west-1'"

@@ -57,12 +57,12 @@ def fanout_config(bootstrap: str, topic: str, ns: str, work: Path) -> dict[str, 
 
 
 def fanout_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
+    import logging
+
     from icetide.config import load_config
     from icetide.ingest.runner import Runner
     from icetide.ingest.tables import list_tables
     from icetide.spark import build_session
-
-    import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = load_config(cfg_path)

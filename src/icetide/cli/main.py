@@ -292,7 +292,8 @@ def _print_plans(plans) -> None:  # type: ignore[no-untyped-def]
     if not plans:
         console.print("no tables")
     for i, p in enumerate(plans, 1):
-        console.print(f"[bold]{i}. {p.table}[/]  priority {p.priority:g}  ({p.tier}, score {p.score:.1f})")
+        queried = f", {p.queries} queries in the telemetry window" if p.queries else ""
+        console.print(f"[bold]{i}. {p.table}[/]  priority {p.priority:g}  ({p.tier}, score {p.score:.1f}{queried})")
         if not p.steps:
             console.print("   nothing to do")
         for s in p.steps:

@@ -10,14 +10,23 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from icetide.errors import IdentifierError
 from icetide.health.thresholds import HealthThresholds
 from icetide.identifiers import validate_name, validate_pipeline, validate_table, validate_topic
 from icetide.maintenance.policy import MaintenancePolicy
 
-INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$")
+INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?)\s*$")
 TRANSFORM_RE = re.compile(
     r"^(?:(?P<fn>years|months|days|hours)\((?P<col1>[A-Za-z_][A-Za-z0-9_]*)\)"
     r"|(?P<pfn>bucket|truncate)\((?P<n>\d+),\s*(?P<col2>[A-Za-z_][A-Za-z0-9_]*)\)"
@@ -69,8 +78,13 @@ def check_overrides(model: type[BaseModel], overrides: dict[str, dict[str, Any]]
     for pattern, values in overrides.items():
         try:
             model(**values)
-        except Exception as e:
-            raise ValueError(f"override {pattern!r}: {e}") from None
+        except ValidationError as e:
+            problems = []
+            for err in e.errors():
+                key = ".".join(str(x) for x in err["loc"])
+                what = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+                problems.append(f"{key}: {what}")
+            raise ValueError(f"override {pattern!r}: {'; '.join(problems)}") from None
 
 
 def merged_for(base: M, overrides: dict[str, dict[str, Any]], table: str) -> M:
@@ -87,7 +101,8 @@ class Strict(BaseModel):
 
 
 _UNIT_SECONDS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0,
-                 "second": 1.0, "seconds": 1.0, "m": 60.0, "minute": 60.0, "minutes": 60.0}
+                 "second": 1.0, "seconds": 1.0, "m": 60.0, "minute": 60.0, "minutes": 60.0,
+                 "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
 
 
 def interval_seconds(text: str) -> float:
@@ -524,6 +539,12 @@ class MaintenanceSettings(Strict):
     log_table: TableId = Field(default="icetide.maintenance", description="namespace.table of the action log")
     rewrites_per_cycle: int = Field(default=1, ge=1, description="Data/delete rewrites per cycle")
     rewrite_bytes_per_cycle: int = Field(default=50 * 1024**3, gt=0, description="Bytes rewritten per cycle")
+    telemetry_table: TableId | None = Field(
+        default=None,
+        description="namespace.table of query telemetry (table_name STRING, queried_at TIMESTAMP, ...) that "
+        "engines append to; tables queried more are maintained first",
+    )
+    telemetry_window: Interval = Field(default="24 hours", description="Queries counted over this window")
     in_run: bool = Field(default=False, description="Run maintenance inside `icetide run`, beside ingestion")
     interval: Interval = Field(default="10 minutes", description="At most this long between cycles (polling)")
     min_interval: Interval = Field(default="60 seconds", description="At least this long between cycles")

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from icetide.config.models import (
+    CdcSettings,
     DeadLetter,
     HealthSettings,
     JdbcCatalog,
@@ -19,6 +20,7 @@ from icetide.config.models import (
     MaintenanceSettings,
     PipelineConfig,
     RestCatalog,
+    RouteSettings,
     SparkSettings,
     StreamSettings,
     TargetTable,
@@ -32,6 +34,8 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("catalog (type: jdbc, the default)", JdbcCatalog),
     ("catalog (type: rest)", RestCatalog),
     ("target", TargetTable),
+    ("target.route", RouteSettings),
+    ("target.cdc (and target.tables.<glob>.cdc)", CdcSettings),
     ("dead_letter", DeadLetter),
     ("stream", StreamSettings),
     ("health", HealthSettings),

@@ -47,39 +47,74 @@ def _text() -> Column:
     return F.col("value").cast("string")
 
 
+def _nested(paths: dict[str, str]) -> StructType:
+    """A struct of strings with one leaf per dot path (nested objects as raw JSON text)."""
+    tree: dict[str, Any] = {}
+    for path in paths.values():
+        node = tree
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"field path {path!r} conflicts with another")
+        node.setdefault(parts[-1], None)
+
+    def build(node: dict[str, Any]) -> StructType:
+        return StructType([StructField(k, build(v) if isinstance(v, dict) else StringType(), True)
+                           for k, v in node.items()])
+
+    return build(tree)
+
+
+def _pick(struct: Column, path: str) -> Column:
+    out = struct
+    for part in path.split("."):
+        out = out[part]
+    return out
+
+
+def _fields(cdc: CdcSettings) -> dict[str, str]:
+    if cdc.format == "debezium":
+        return {"op": "op", "ordering": cdc.ordering, "before": "before", "after": "after"}
+    return {"op": cdc.operation_field, "ordering": cdc.ordering}
+
+
 def _envelope(cdc: CdcSettings) -> Column:
-    text = _text()
+    """The change's envelope fields, parsed once (twice for Debezium's ``payload`` wrapping)."""
+    schema = _nested(_fields(cdc))
     if cdc.format == "plain":
-        return text
-    payload = F.get_json_object(text, "$.payload")  # Debezium with schemas.enable=true
-    return F.when(F.ltrim(payload).startswith("{"), payload).otherwise(text)
+        return F.from_json(_text(), schema)
+    outer = F.from_json(_text(), StructType([*schema.fields, StructField("payload", StringType(), True)]))
+    inner = F.from_json(outer["payload"], schema)
+    return F.when(F.ltrim(outer["payload"]).startswith("{"), inner).otherwise(outer.dropFields("payload"))
+
+
+def _ops(cdc: CdcSettings, op: Column) -> Column:
+    return (F.when(op.isin(cdc.delete_values), F.lit("delete"))
+            .when(op.isin([*cdc.insert_values, *cdc.update_values, *cdc.read_values]), F.lit("upsert")))
 
 
 def unwrap(rows: DataFrame, cdc: CdcSettings) -> DataFrame:
     """Keep the original bytes for dead letters; ``value`` becomes the row; add operation and ordering."""
-    env = _envelope(cdc)
-    op_field = "$.op" if cdc.format == "debezium" else "$." + cdc.operation_field
-    op = F.get_json_object(env, op_field)
-    norm = (F.when(op.isin(cdc.delete_values), F.lit("delete"))
-            .when(op.isin([*cdc.insert_values, *cdc.update_values, *cdc.read_values]), F.lit("upsert")))
-    if cdc.format == "debezium":
-        row = F.when(norm == "delete", F.get_json_object(env, "$.before")).otherwise(F.get_json_object(env, "$.after"))
-    else:
-        row = _text()
-    ordering = F.get_json_object(env, "$." + cdc.ordering).try_cast(ordering_type(cdc))
+    f = _fields(cdc)
+    rows = rows.withColumn("_cdc_env", _envelope(cdc))
+    env = F.col("_cdc_env")
+    op = _pick(env, f["op"])
+    norm = _ops(cdc, op)
+    row = F.when(norm == "delete", env["before"]).otherwise(env["after"]) if cdc.format == "debezium" else _text()
+    ordering = _pick(env, f["ordering"]).try_cast(ordering_type(cdc))
     return (rows.withColumn(RAW, F.col("value")).withColumn(OP, norm).withColumn(ORDERING, ordering)
             .withColumn("_cdc_op_raw", op)
-            .withColumn("value", F.when(F.col("value").isNotNull(), row.cast("binary"))))
+            .withColumn("value", F.when(F.col("value").isNotNull(), row.cast("binary")))
+            .drop("_cdc_env"))
 
 
 def text_for_inference(cdc: CdcSettings) -> Column:
     """The row JSON of a change (what the table's columns come from)."""
-    env = _envelope(cdc)
     if cdc.format == "plain":
-        return env
-    op = F.get_json_object(env, "$.op")
-    return F.when(op.isin(cdc.delete_values), F.get_json_object(env, "$.before")).otherwise(
-        F.get_json_object(env, "$.after"))
+        return _text()
+    env = _envelope(cdc)
+    return F.when(_ops(cdc, env["op"]) == "delete", env["before"]).otherwise(env["after"])
 
 
 def errors(cdc: CdcSettings, parsed_col: str) -> tuple[Column, Column]:

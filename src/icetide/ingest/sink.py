@@ -275,6 +275,7 @@ class BatchWriter:
         skipped: list[str] = []
         ts_max: list[int] = []
         bad_frames: list[DataFrame] = []
+        release: list[DataFrame] = []
 
         def write(plan: TablePlan) -> None:
             subset = rows.where(table_col == F.lit(plan.table))
@@ -289,6 +290,9 @@ class BatchWriter:
                 subset = cdc.unwrap(subset, policy.cdc)
                 extra.append(cdc.errors(policy.cdc, decode.PARSED))
             parsed = decode.parse(subset, plan.schema, cfg.source.max_value_bytes, extra)
+            if policy.cdc is not None:  # unwrapping is costly: the MERGE and the dead letters share it
+                parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+                release.append(parsed)
             good = decode.is_good()
             stats = Observation(f"icetide_{batch_id}_{uuid.uuid4().hex[:8]}")
             observed = parsed.observe(stats, F.count_if(good).alias("good"), F.count_if(~good).alias("bad"),
@@ -338,6 +342,8 @@ class BatchWriter:
             else:
                 dead, classes = d
         lap("dead_letters")
+        for frame in release:
+            frame.unpersist()
         records = sum(written.values()) + dead
         return BatchResult(batch_id, records, written, dead, skipped, time.monotonic() - started,
                            max(ts_max) if ts_max else None, classes,

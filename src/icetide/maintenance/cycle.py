@@ -6,7 +6,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from icetide.config.models import PipelineConfig
+from pyspark.sql import functions as F
+
+from icetide.config.models import PipelineConfig, interval_seconds
 from icetide.health.watch import collect_all, namespaces
 from icetide.ingest.tables import list_tables, table_exists
 from icetide.maintenance import partitions
@@ -27,12 +29,30 @@ def plan_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None 
     now_ms = now_ms or int(time.time() * 1000)
     healths = collect_all(spark, cfg, names, alert=False)
     last = last_maintained(spark, cat, cfg.maintenance.log_table)
+    queries = query_counts(spark, cfg, now_ms)
     plans = []
     for h in healths:
         short = h.table.split(".", 1)[1]
         spec = partitions.spec(spark, h.table)
-        plans.append(plan_table(h, spec, cfg.maintenance.policy_for(short), now_ms, last.get(h.table)))
+        plans.append(plan_table(h, spec, cfg.maintenance.policy_for(short), now_ms, last.get(h.table),
+                                queries.get(short, 0)))
     return order(plans)
+
+
+def query_counts(spark: SparkSession, cfg: PipelineConfig, now_ms: int) -> dict[str, int]:
+    """Queries per ``namespace.table`` in the telemetry window (empty without a telemetry table)."""
+    t = cfg.maintenance.telemetry_table
+    if not t or not table_exists(spark, f"{cfg.catalog.name}.{t}"):
+        return {}
+    since = now_ms - int(interval_seconds(cfg.maintenance.telemetry_window) * 1000)
+    rows = (spark.table(f"{cfg.catalog.name}.{t}")
+            .where(F.unix_millis(F.col("queried_at")) >= F.lit(since))
+            .groupBy("table_name").count().collect())
+    out: dict[str, int] = {}
+    for r in rows:
+        name = str(r["table_name"] or "").removeprefix(f"{cfg.catalog.name}.")
+        out[name] = out.get(name, 0) + int(r["count"])
+    return out
 
 
 def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,

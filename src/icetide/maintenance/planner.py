@@ -6,8 +6,9 @@ carries its reason, the figures that fired it and the expected gain. Partitions 
 quiet time are never rewritten.
 
 Priority across tables: ``(100 - score) + policy.priority_boost + min(20, minutes since icetide
-last maintained the table / 30)``, highest first, ties by name. The waiting term means no table
-starves behind a perpetually degraded neighbour.
+last maintained the table / 30) + min(20, 5·log2(1 + queries))``, highest first, ties by name.
+The waiting term means no table starves behind a perpetually degraded neighbour; the last term
+comes from query telemetry (``maintenance.telemetry_table``): most queried first.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class TablePlan:
     priority: float
     steps: list[Step]
     skipped: list[str]
+    queries: int = 0  # in maintenance.telemetry_window
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,10 +57,16 @@ def _ts(ms: float) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def priority(h: TableHealth, policy: MaintenancePolicy, last_maintained_ms: int | None, now_ms: int) -> float:
+def demand(queries: int) -> float:
+    """Priority from query telemetry: 5·log2(1 + queries in the window), at most 20."""
+    return min(20.0, 5.0 * math.log2(1 + max(0, queries)))
+
+
+def priority(h: TableHealth, policy: MaintenancePolicy, last_maintained_ms: int | None, now_ms: int,
+             queries: int = 0) -> float:
     # never maintained counts as having waited the longest
     waited = 20.0 if last_maintained_ms is None else min(20.0, (now_ms - last_maintained_ms) / 60000 / 30)
-    return round((100 - h.score) + policy.priority_boost + waited, 3)
+    return round((100 - h.score) + policy.priority_boost + waited + demand(queries), 3)
 
 
 def _hot(p: PartitionHealth, policy: MaintenancePolicy, now_ms: int) -> bool:
@@ -66,7 +74,7 @@ def _hot(p: PartitionHealth, policy: MaintenancePolicy, now_ms: int) -> bool:
 
 
 def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePolicy, now_ms: int,
-               last_maintained_ms: int | None = None) -> TablePlan:
+               last_maintained_ms: int | None = None, queries: int = 0) -> TablePlan:
     steps: list[Step] = []
     skipped: list[str] = []
     t = h.table
@@ -178,7 +186,8 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             f"~{h.manifests} → ~{after} manifests (faster planning)",
         ))
 
-    return TablePlan(t, h.score, h.tier, priority(h, policy, last_maintained_ms, now_ms), steps, skipped)
+    return TablePlan(t, h.score, h.tier, priority(h, policy, last_maintained_ms, now_ms, queries), steps, skipped,
+                     queries)
 
 
 def order(plans: list[TablePlan]) -> list[TablePlan]:
