@@ -10,9 +10,10 @@ position), and one ``MERGE`` applies them:
 
 The row's ordering value is kept in ``_cdc_ordering``, so an old change delivered late or replayed
 never overwrites a newer one. Deleted keys keep their ordering in ``<table>_tombstones`` so an old
-change arriving after a delete cannot resurrect the row. MERGE runs through Spark's DataFrame
-``mergeInto`` (no SQL text) inside Iceberg's ``CommitMetadata.withCommitProperties``, so the
-commit carries icetide's exactly-once tags atomically, as appends do.
+change arriving after a delete cannot resurrect the row (appended; the newest per key counts).
+MERGE runs through Spark's DataFrame ``mergeInto`` (no SQL text) inside Iceberg's
+``CommitMetadata.withCommitProperties``, so the commit carries icetide's exactly-once tags
+atomically, as appends do.
 """
 
 from __future__ import annotations
@@ -155,8 +156,8 @@ def not_buried(changes: DataFrame, tombstones: DataFrame | None, cdc: CdcSetting
     """Drop changes not newer than a recorded delete of their key (a replayed delete stays)."""
     if tombstones is None:
         return changes
-    t = tombstones.select(*[F.col(k).alias(f"_tb_{k}") for k in cdc.primary_key],
-                          F.col(ORDERING).alias("_tb_ord"))
+    t = (tombstones.groupBy(*cdc.primary_key).agg(F.max(ORDERING).alias("_tb_ord"))
+         .select(*[F.col(k).alias(f"_tb_{k}") for k in cdc.primary_key], "_tb_ord"))
     cond = [changes[k].eqNullSafe(t[f"_tb_{k}"]) for k in cdc.primary_key]
     joined = changes.join(t, on=cond[0] if len(cond) == 1 else _and(cond), how="left")
     keep = (F.col("_tb_ord").isNull() | (F.col(ORDERING) > F.col("_tb_ord"))
@@ -185,18 +186,6 @@ def merge(source: DataFrame, table: str, cdc: CdcSettings) -> None:
      .whenMatched(is_delete & not_older).delete()
      .whenMatched(~is_delete & newer).update(assignments)
      .whenNotMatched(~is_delete).insert(assignments)
-     .merge())
-
-
-def merge_tombstones(deletes: DataFrame, table: str, cdc: CdcSettings) -> None:
-    """Remember the newest delete per key."""
-    name = table.split(".")[-1]
-    s = deletes.alias(_SRC)
-    on = _and([F.col(f"{_SRC}.{k}") == F.col(f"{name}.{k}") for k in cdc.primary_key])
-    assignments = {c: F.col(f"{_SRC}.{c}") for c in deletes.columns}
-    (s.mergeInto(table, on)
-     .whenMatched(F.col(f"{_SRC}.{ORDERING}") > F.col(f"{name}.{ORDERING}")).update(assignments)
-     .whenNotMatched().insert(assignments)
      .merge())
 
 

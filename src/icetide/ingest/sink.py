@@ -483,11 +483,9 @@ class BatchWriter:
             latest = latest.persist(StorageLevel.MEMORY_AND_DISK)
             try:
                 cdc.with_commit_properties(self.spark, tags, lambda: cdc.merge(latest, self.q(table), c))
-                if c.tombstones:
+                if c.tombstones:  # appended (cheap); readers take the newest delete per key
                     deletes = latest.where(F.col(cdc.OP) == "delete").select(*c.primary_key, cdc.ORDERING)
-                    self._commit(self.q(tomb), deletes, lambda d: d, batch_id, ranges,
-                                 apply=lambda d, t: cdc.with_commit_properties(
-                                     self.spark, t, lambda: cdc.merge_tombstones(d, self.q(tomb), c)))
+                    self._commit(self.q(tomb), deletes, lambda d: d, batch_id, ranges)
             finally:
                 latest.unpersist()
         finally:
