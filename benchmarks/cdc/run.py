@@ -34,7 +34,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 os.environ.setdefault("ICETIDE_HOME", str(REPO / ".icetide"))
 
-from benchmarks.ingest.run import _ts, machine  # noqa: E402
+from benchmarks.common import batch_window, best_of, stop_when_idle  # noqa: E402
+from benchmarks.ingest.run import machine  # noqa: E402
 
 TRIGGER = "10 seconds"
 MAX_OFFSETS = 250_000
@@ -96,28 +97,13 @@ def worker(system: str, cfg_path: Path) -> dict[str, Any]:
                  .option("maxOffsetsPerTrigger", str(MAX_OFFSETS)).load())
         query = (kafka.writeStream.foreachBatch(merge).trigger(processingTime=TRIGGER)
                  .option("checkpointLocation", cfg.checkpoint_dir()).start())
-        idle_since = None
-        while True:
-            time.sleep(0.5)
-            p = query.lastProgress
-            if p and p["numInputRows"] == 0 and not query.status["isTriggerActive"]:
-                idle_since = idle_since or time.monotonic()
-                if time.monotonic() - idle_since > 20:
-                    break
-            else:
-                idle_since = None
-        query.stop()
+        stop_when_idle(query)
     assert query is not None
-    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    t0 = min(_ts(p["timestamp"]) for p in batches)
-    t1 = max(_ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000 for p in batches)
-    # numInputRows counts a batch once per action that reads it (the hand-written MERGE reads its
-    # batch twice), so rates use the number of changes produced.
-    processed = sum(p["numInputRows"] for p in batches)
+    t0, t1, processed, n_batches = batch_window(query)
     rows = spark.table(table).count()
     deletes = spark.sql(f"SELECT count(*) FROM {table}.delete_files").first()[0]
     spark.stop()
-    return {"system": system, "changes": processed, "rows": rows, "batches": len(batches),
+    return {"system": system, "changes": processed, "rows": rows, "batches": n_batches,
             "seconds": round(t1 - t0, 3), "changes_per_s": round(processed / (t1 - t0), 1), "delete_files": deletes}
 
 
@@ -153,13 +139,9 @@ def read_worker(work: Path, rows: int, steps: list[int]) -> dict[str, Any]:
                           "WHEN MATCHED THEN UPDATE SET balance = s.balance")
                 merge_s += time.perf_counter() - t0
                 done += 1
-            times = []
-            for _ in range(3):
-                t0 = time.perf_counter()
-                spark.sql(f"SELECT count(*), sum(balance) FROM {t}").collect()
-                times.append(time.perf_counter() - t0)
+            read_s = best_of(lambda t=t: spark.sql(f"SELECT count(*), sum(balance) FROM {t}").collect())
             deletes = spark.sql(f"SELECT count(*) FROM {t}.delete_files").first()[0]
-            series.append({"commits": step, "read_s": round(min(times), 3), "delete_files": deletes,
+            series.append({"commits": step, "read_s": round(read_s, 3), "delete_files": deletes,
                            "merge_s_avg": round(merge_s / max(1, step - (series[-1]["commits"] if series else 0)), 3)})
             print(mode, series[-1], flush=True)
         if mode == "merge-on-read":  # what icetide's maintenance does when the delete trigger fires
@@ -170,13 +152,9 @@ def read_worker(work: Path, rows: int, steps: list[int]) -> dict[str, Any]:
             spark.sql(f"CALL icetide.system.rewrite_position_delete_files(table => '{name}', "
                       "options => map('rewrite-all', 'true'))").collect()
             rewrite_s = time.perf_counter() - t0
-            times = []
-            for _ in range(3):
-                t0 = time.perf_counter()
-                spark.sql(f"SELECT count(*), sum(balance) FROM {t}").collect()
-                times.append(time.perf_counter() - t0)
+            read_s = best_of(lambda t=t: spark.sql(f"SELECT count(*), sum(balance) FROM {t}").collect())
             deletes = spark.sql(f"SELECT count(*) FROM {t}.delete_files").first()[0]
-            out["after_maintenance"] = {"read_s": round(min(times), 3), "delete_files": deletes,
+            out["after_maintenance"] = {"read_s": round(read_s, 3), "delete_files": deletes,
                                         "rewrite_s": round(rewrite_s, 3)}
             print("after maintenance", out["after_maintenance"], flush=True)
         out[mode] = series

@@ -29,7 +29,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 os.environ.setdefault("ICETIDE_HOME", str(REPO / ".icetide"))
 
-from benchmarks.ingest.run import MAX_OFFSETS, SCHEMA, TRIGGER, _ts, config, machine, run_worker  # noqa: E402
+from benchmarks.common import batch_window  # noqa: E402
+from benchmarks.ingest.run import MAX_OFFSETS, SCHEMA, TRIGGER, config, machine, run_worker  # noqa: E402
 
 
 def events(n: int, tables: int, seed: int = 5) -> list[bytes]:
@@ -72,10 +73,7 @@ def fanout_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
     runner.run(duration=1800, until_idle=True)
     query = runner.query
     assert query is not None
-    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    t0 = min(_ts(p["timestamp"]) for p in batches)
-    t1 = max(_ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000 for p in batches)
-    processed = sum(p["numInputRows"] for p in batches)
+    t0, t1, processed, n_batches = batch_window(query)
     assert cfg.target.route is not None
     ns = (cfg.target.route.namespaces or [])[0]
     tables = [t for t in list_tables(spark, cfg.catalog.name, ns) if t.split(".")[1].startswith("t")]
@@ -83,7 +81,7 @@ def fanout_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
     files = sum(spark.sql(f"SELECT count(*) FROM {cfg.catalog.name}.{t}.files").first()[0] for t in tables)
     spark.stop()
     return {"system": "icetide-fanout", "tables": len(tables), "rows": rows, "expected": expected,
-            "processed": processed, "batches": len(batches), "seconds": round(t1 - t0, 3),
+            "processed": processed, "batches": n_batches, "seconds": round(t1 - t0, 3),
             "events_per_s": round(processed / (t1 - t0), 1), "data_files": files,
             "wall_s": round(time.time() - started, 1)}
 

@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from benchmarks.common import batch_window, stop_when_idle
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 os.environ.setdefault("ICETIDE_HOME", str(REPO / ".icetide"))
@@ -95,22 +97,9 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
                  .option("checkpointLocation", cfg.checkpoint_dir()).toTable(table))
         if ready_file:
             threading.Timer(8.0, ready_file.touch).start()
-        idle_since = None
-        while True:
-            time.sleep(0.5)
-            p = query.lastProgress
-            if p and p["numInputRows"] == 0 and not query.status["isTriggerActive"]:
-                idle_since = idle_since or time.monotonic()
-                if time.monotonic() - idle_since > 20:
-                    break
-            else:
-                idle_since = None
-        query.stop()
+        stop_when_idle(query)
     assert query is not None
-    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    t0 = min(_ts(p["timestamp"]) for p in batches)
-    t1 = max(_ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000 for p in batches)
-    processed = sum(p["numInputRows"] for p in batches)
+    t0, t1, processed, n_batches = batch_window(query)
     count = spark.table(table).count()
     fresh = spark.sql(f"""
         WITH added AS (SELECT e.data_file.file_path AS f, e.snapshot_id FROM {table}.entries e WHERE e.status = 1),
@@ -122,15 +111,9 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
     files = spark.sql(f"SELECT count(*) FROM {table}.files").first()[0]
     spark.stop()
     return {"system": system, "rows": count, "expected": expected, "processed": processed,
-            "batches": len(batches), "seconds": round(t1 - t0, 3),
+            "batches": n_batches, "seconds": round(t1 - t0, 3),
             "events_per_s": round(processed / (t1 - t0), 1), "freshness_ms_p50": fresh[0][0],
             "freshness_ms_p99": fresh[0][1], "data_files": files, "wall_s": round(time.time() - started, 1)}
-
-
-def _ts(text: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,45 @@
+"""Helpers shared by the benchmark scripts: machine-independent measurement of streaming runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+
+def ts(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def stop_when_idle(query: Any, idle_seconds: float = 20.0) -> None:
+    """Wait until a query has found no new rows for ``idle_seconds``, then stop it."""
+    idle_since = None
+    while True:
+        time.sleep(0.5)
+        p = query.lastProgress
+        if p and p["numInputRows"] == 0 and not query.status["isTriggerActive"]:
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since > idle_seconds:
+                break
+        else:
+            idle_since = None
+    query.stop()
+
+
+def batch_window(query: Any) -> tuple[float, float, int, int]:
+    """(start of the first batch, end of the last, rows read, batches) of a query's non-empty batches."""
+    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    t0 = min(ts(p["timestamp"]) for p in batches)
+    t1 = max(ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000 for p in batches)
+    return t0, t1, sum(p["numInputRows"] for p in batches), len(batches)
+
+
+def best_of(fn: Callable[[], Any], n: int = 3) -> float:
+    """The shortest of ``n`` timed runs of ``fn``, in seconds."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
