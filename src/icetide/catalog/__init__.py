@@ -19,7 +19,11 @@ def spark_catalog_conf(cfg: PipelineConfig) -> dict[str, str]:
     """``spark.sql.catalog.<name>*`` settings for the configured catalog."""
     props = _BACKENDS[cfg.catalog.type](cfg.catalog, cfg.resolve)
     prefix = f"spark.sql.catalog.{cfg.catalog.name}"
-    conf = {prefix: "org.apache.iceberg.spark.SparkCatalog"}
+    # Every SparkSession (and foreachBatch runs in its own) keeps its own catalog cache, which does
+    # not see commits made through another session: a stale table means a stale offset ledger
+    # after an in-process restart, or stale CDC tombstones. Table loads read fresh metadata instead
+    # (catalog.properties.cache-enabled can still turn the cache on).
+    conf = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.cache-enabled": "false"}
     conf.update({f"{prefix}.{k}": v for k, v in props.items()})
     return conf
 

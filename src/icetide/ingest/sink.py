@@ -51,7 +51,7 @@ from icetide.config.models import (
     interval_seconds,
 )
 from icetide.errors import ConfigError
-from icetide.ingest import cdc, checkpoint, decode, evolution, routing
+from icetide.ingest import cdc, checkpoint, decode, evolution, inflight, routing
 from icetide.ingest.offsets import (
     BatchRanges,
     Watermark,
@@ -148,6 +148,7 @@ class BatchWriter:
         self._known: set[str] | None = None  # tables that exist in the target namespaces
         self._dead_letters_ready = False
         self._route_counts: dict[str, int] = {}
+        self._locations: dict[str, str] = {}
         self._mirror_every = interval_seconds(cfg.stream.watermark_mirror_interval)
         self._mirrored_at: dict[str, float] = {}
         self._unmirrored: dict[str, Watermark] = {}
@@ -279,11 +280,11 @@ class BatchWriter:
 
         def write(plan: TablePlan) -> None:
             subset = rows.where(table_col == F.lit(plan.table))
-            n = self._route_counts.get(plan.table)
-            if n is not None:
-                # One write task per ~rows_per_task records: fewer, larger files and less overhead
-                # per table when a batch fans out thinly to many tables.
-                subset = subset.coalesce(max(1, -(-n // ROWS_PER_WRITE_TASK)))
+            routed = self._route_counts.get(plan.table)
+            if routed is not None:
+                # One write task per ROWS_PER_WRITE_TASK records: fewer, larger files and less
+                # overhead per table when a batch fans out thinly to many tables.
+                subset = subset.coalesce(max(1, -(-routed // ROWS_PER_WRITE_TASK)))
             policy = cfg.target.policy_for(plan.table)
             extra = [plan.refused] if plan.refused is not None else []
             if policy.cdc is not None:
@@ -553,13 +554,18 @@ class BatchWriter:
         log.info("committing batch %s to %s", batch_id, table)
         out = project(rows).observe(counted, F.count(F.lit(1)).alias("n"))
         tags = commit_properties(self.cfg.name, self.run_id, batch_id, ranges, new.offsets)
-        if apply is not None:
-            apply(out, tags)
-        else:
-            writer = out.writeTo(table)
-            for k, v in tags.items():
-                writer = writer.option(f"snapshot-property.{k}", v)
-            writer.append()
+        where = self._location(table)
+        inflight.mark(self.spark, where, self.cfg.name, self.run_id, self.in_flight_since_ms or new.committed_at_ms)
+        try:
+            if apply is not None:
+                apply(out, tags)
+            else:
+                writer = out.writeTo(table)
+                for k, v in tags.items():
+                    writer = writer.option(f"snapshot-property.{k}", v)
+                writer.append()
+        finally:
+            inflight.clear(self.spark, where, self.cfg.name)
         new.committed_at_ms = int(time.time() * 1000)
         if stats is not None:  # filled in by the write that just finished
             ts = stats.get.get("ts_max")
@@ -569,6 +575,11 @@ class BatchWriter:
         if self.on_commit is not None:
             self.on_commit(table, new)
         return int(counted.get["n"])
+
+    def _location(self, table: str) -> str:
+        if table not in self._locations:
+            self._locations[table] = inflight.location(self.spark, table)
+        return self._locations[table]
 
     def _mirror(self, table: str, wm: Watermark, force: bool = False) -> None:
         """Copy the watermark into a table property so it outlives snapshot expiry.

@@ -2,10 +2,11 @@
 
 Iceberg decides what is an orphan (not referenced by any snapshot, manifest, metadata or statistics
 file, under the table location, older than the cutoff). icetide supplies the delete function: every
-path is logged, a dry run deletes nothing, and the cutoff is never later than the start of a write
-icetide itself has in flight (``in_flight_since``), so files of an uncommitted batch survive even
-when the age floor is short. Other writers are protected by the age floor alone, which must exceed
-their longest commit interval.
+path is logged, a dry run deletes nothing, and the cutoff is never later than the start of an
+icetide write in flight: in this process (``in_flight_since``) or in any other, through the
+in-flight markers under the table location (:mod:`icetide.ingest.inflight`). So files of an
+uncommitted batch survive even when the age floor is short. Other writers (Flink, Kafka Connect)
+are protected by the age floor alone, which must exceed their longest commit interval.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import json
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
+
+from icetide.ingest import inflight
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,6 +33,8 @@ class _Delete:
         self.paths: list[str] = []
 
     def accept(self, path: str) -> None:
+        if inflight.is_marker(str(path)):  # a writer's in-flight marker is not an orphan
+            return
         self.paths.append(str(path))
         log.warning(json.dumps({"event": "orphan_file", "table": self.table, "dry_run": self.dry_run,
                                 "path": str(path)}))
@@ -43,10 +48,11 @@ class _Delete:
         implements: ClassVar[list[str]] = ["java.util.function.Consumer"]
 
 
-def cutoff(older_than_ms: int, in_flight_since_ms: Callable[[], int | None] | None) -> int:
+def cutoff(older_than_ms: int, in_flight_since_ms: Callable[[], int | None] | None,
+           marked_since_ms: int | None = None) -> int:
     """The effective cutoff: the age floor, moved earlier than any in-flight icetide write."""
-    since = in_flight_since_ms() if in_flight_since_ms else None
-    return older_than_ms if since is None else min(older_than_ms, since - IN_FLIGHT_MARGIN_MS)
+    since = [s for s in (in_flight_since_ms() if in_flight_since_ms else None, marked_since_ms) if s is not None]
+    return older_than_ms if not since else min(older_than_ms, min(since) - IN_FLIGHT_MARGIN_MS)
 
 
 def remove_orphans(spark: SparkSession, table: str, older_than_ms: int, dry_run: bool,
@@ -63,7 +69,7 @@ def remove_orphans(spark: SparkSession, table: str, older_than_ms: int, dry_run:
     deleter = _Delete(spark, table, dry_run)
     (jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
      .deleteOrphanFiles(iceberg_table)
-     .olderThan(cutoff(older_than_ms, in_flight_since_ms))
+     .olderThan(cutoff(older_than_ms, in_flight_since_ms, inflight.oldest(spark, str(iceberg_table.location()))))
      .deleteWith(deleter)
      .execute())
     return deleter.paths
