@@ -250,3 +250,30 @@ def test_orphan_cleanup_removes_leftovers_keeps_in_flight_and_referenced(  # typ
     assert marker.exists()
     assert in_flight.exists() and all(Path(f).exists() for f in referenced)
     assert checksum(spark, table) == before
+
+
+def test_expiry_by_maintenance_keeps_the_ingest_offsets(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from icetide.ingest.offsets import BatchRanges, commit_properties, read_watermark, table_property
+
+    ns = unique("mw")
+    table = f"icetide.{ns}.events"
+    create(spark, table)
+    for batch in range(12):  # tagged commits of pipeline "pipe", never mirrored to the property
+        ranges = BatchRanges({("t", 0): (batch * 10, batch * 10 + 10)})
+        writer = spark.createDataFrame([(batch, None, "v")], "id BIGINT, ts TIMESTAMP, v STRING").writeTo(table)
+        for k, v in commit_properties("pipe", "run1", batch, ranges, {("t", 0): batch * 10 + 10}).items():
+            writer = writer.option(f"snapshot-property.{k}", v)
+        writer.append()
+    spark.sql(f"CALL icetide.system.rewrite_data_files(table => '{table}', options => map('min-input-files','1'))")
+    assert table_property(spark, table, "icetide.watermark.pipe") is None
+    time.sleep(2)
+    cfg = load_config(make_cfg(kafka, lake, tmp_path, ns, policy={
+        "steps": ["expire_snapshots"], "snapshots_trigger": 5, "snapshot_retain_last": 1,
+        "snapshot_max_age_seconds": 1, "hot_partition_quiet_seconds": 1}))
+    _, records = run_cycle(spark, cfg)
+    assert [(r.step, r.outcome) for r in records] == [("expire_snapshots", "ok")]
+    # no snapshot with the tags is left, yet the ledger still says offset 120
+    assert spark.sql(f"SELECT count(*) FROM {table}.snapshots WHERE summary['icetide.pipeline'] IS NOT NULL"
+                     ).first()[0] == 0
+    wm = read_watermark(spark, table, "pipe")
+    assert wm is not None and wm.offsets == {("t", 0): 120} and wm.batch == 11

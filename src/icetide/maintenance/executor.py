@@ -168,12 +168,12 @@ class Executor:
         if step.action == "remove_orphan_files":
             return self._orphans(step, rec, dry_run, started)
         sql = procedure_sql(self.catalog, step)
-        if step.action == "expire_snapshots":
-            # The offsets icetide's ingest recorded must outlive the snapshots that carry them.
-            mirror_all(self.spark, f"{self.catalog}.{step.table}")
         for attempt in range(1, self.retries + 2):
             rec.attempts = attempt
             try:
+                if step.action == "expire_snapshots":
+                    # The offsets icetide's ingest recorded must outlive the snapshots that carry them.
+                    mirror_all(self.spark, step.table)
                 log.info("maintenance: %s", sql)
                 rows = [r.asDict(recursive=True) for r in self.spark.sql(sql).collect()]
                 rec.result = rows
