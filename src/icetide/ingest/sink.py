@@ -147,6 +147,7 @@ class BatchWriter:
         self._schemas: dict[str, StructType] = {}  # namespace.table → record schema (no _kafka_ columns)
         self._known: set[str] | None = None  # tables that exist in the target namespaces
         self._dead_letters_ready = False
+        self._batch_log_ready = False
         self._route_counts: dict[str, int] = {}
         self._locations: dict[str, str] = {}
         self._mirror_every = interval_seconds(cfg.stream.watermark_mirror_interval)
@@ -519,8 +520,10 @@ class BatchWriter:
         if not rows:
             return
         try:
-            ensure_table(self.spark, self.catalog, table, BATCH_LOG_SCHEMA, ["days(logged_at)"],
-                         {**STREAMING_TABLE_DEFAULTS})
+            if not self._batch_log_ready:  # one catalog lookup per run, not per batch
+                ensure_table(self.spark, self.catalog, table, BATCH_LOG_SCHEMA, ["days(logged_at)"],
+                             {**STREAMING_TABLE_DEFAULTS})
+                self._batch_log_ready = True
             self.spark.createDataFrame(rows, BATCH_LOG_SCHEMA).writeTo(self.q(table)).append()
         except Exception as e:  # figures are a convenience; the data is committed
             log.warning("could not append to %s: %s", table, str(e).splitlines()[0][:300])
