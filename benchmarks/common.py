@@ -35,6 +35,26 @@ def batch_window(query: Any) -> tuple[float, float, int, int]:
     return t0, t1, sum(p["numInputRows"] for p in batches), len(batches)
 
 
+def steady_rate(query: Any) -> float | None:
+    """Events/s over the non-empty batches after the first (table creation and JVM warm-up excluded)."""
+    batches = sorted((p for p in query.recentProgress if p["numInputRows"] > 0), key=lambda p: ts(p["timestamp"]))
+    if len(batches) < 3:
+        return None
+    rest = batches[1:]
+    t0 = ts(rest[0]["timestamp"])
+    t1 = max(ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000 for p in rest)
+    return round(sum(p["numInputRows"] for p in rest) / (t1 - t0), 1)
+
+
+def jvm_cpu_seconds(spark: Any) -> float:
+    """CPU seconds (user + system) the Spark driver JVM has used so far (Linux /proc)."""
+    import os
+
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def best_of(fn: Callable[[], Any], n: int = 3) -> float:
     """The shortest of ``n`` timed runs of ``fn``, in seconds."""
     times = []

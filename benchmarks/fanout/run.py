@@ -3,10 +3,14 @@ sight, schema evolution on) against a vanilla Spark single-table sink, same even
 
 One backlog of N JSON events (~300 B, ``event_type`` one of 20 values) on a 4-partition topic. Each
 system drains it from a fresh JVM with the same Spark settings; events/s = rows / (end of the last
-batch - start of the first). Vanilla writes all events to one table (Iceberg defaults, and again
-with icetide's table properties); icetide writes 20 tables, each committed once per batch.
+batch - start of the first); "steady" leaves out the first batch (table creation, JVM warm-up).
+Vanilla writes all events to one table (Iceberg defaults, and again with icetide's table
+properties); icetide writes 20 tables, each committed once per batch. Two regimes, same batch cap:
 
-    .venv/bin/python -m benchmarks.fanout.run [--events 1000000] [--tables 20]
+- ``sustained``: a 10-second trigger, as a production stream would run: can each system keep up;
+- ``capacity``: a 0-second trigger (the next batch starts when the last ends): raw processing cost.
+
+    .venv/bin/python -m benchmarks.fanout.run [--events 2000000] [--tables 20] [--regimes sustained,capacity]
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 os.environ.setdefault("ICETIDE_HOME", str(REPO / ".icetide"))
 
-from benchmarks.common import batch_window  # noqa: E402
+from benchmarks.common import batch_window, jvm_cpu_seconds, steady_rate  # noqa: E402
 from benchmarks.ingest.run import MAX_OFFSETS, SCHEMA, TRIGGER, config, machine, run_worker  # noqa: E402
 
 
@@ -45,8 +49,11 @@ def events(n: int, tables: int, seed: int = 5) -> list[bytes]:
     return out
 
 
-def fanout_config(bootstrap: str, topic: str, ns: str, work: Path) -> dict[str, Any]:
-    cfg = config(bootstrap, topic, f"{ns}.unused", work)
+REGIMES = {"sustained": TRIGGER, "capacity": "0 seconds"}
+
+
+def fanout_config(bootstrap: str, topic: str, ns: str, work: Path, trigger: str = TRIGGER) -> dict[str, Any]:
+    cfg = config(bootstrap, topic, f"{ns}.unused", work, trigger)
     cfg["name"] = "bench-fanout"
     cfg["target"] = {"route": {"by": "field", "name": "event_type", "table": f"{ns}.{{value}}", "max_tables": 100},
                      "schema": SCHEMA, "partition_by": ["days(event_time)"]}
@@ -69,11 +76,13 @@ def fanout_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
     cfg = load_config(cfg_path)
     spark = build_session(cfg)
     started = time.time()
+    cpu0 = jvm_cpu_seconds(spark)
     runner = Runner(cfg, spark=spark)
     runner.run(duration=1800, until_idle=True)
     query = runner.query
     assert query is not None
     t0, t1, processed, n_batches = batch_window(query)
+    cpu = jvm_cpu_seconds(spark) - cpu0
     assert cfg.target.route is not None
     ns = (cfg.target.route.namespaces or [])[0]
     tables = [t for t in list_tables(spark, cfg.catalog.name, ns) if t.split(".")[1].startswith("t")]
@@ -82,17 +91,23 @@ def fanout_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
     spark.stop()
     return {"system": "icetide-fanout", "tables": len(tables), "rows": rows, "expected": expected,
             "processed": processed, "batches": n_batches, "seconds": round(t1 - t0, 3),
-            "events_per_s": round(processed / (t1 - t0), 1), "data_files": files,
-            "wall_s": round(time.time() - started, 1)}
+            "events_per_s": round(processed / (t1 - t0), 1), "steady_events_per_s": steady_rate(query),
+            "jvm_cpu_s_per_m_events": round(cpu / processed * 1e6, 1), "trigger": cfg.stream.trigger_interval,
+            "data_files": files, "wall_s": round(time.time() - started, 1)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--tables", type=int, default=20)
+    ap.add_argument("--regimes", default="sustained,capacity", help=f"comma-separated, of {sorted(REGIMES)}")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     ap.add_argument("--only-icetide", action="store_true", help="Skip the vanilla runs (profiling)")
     args = ap.parse_args()
+    regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
+    unknown = [r for r in regimes if r not in REGIMES]
+    if unknown:
+        ap.error(f"--regimes: unknown {unknown}; use {sorted(REGIMES)}")
 
     from icetide.demo.events import create_topic
     from icetide.services.kafka import LocalKafka
@@ -103,24 +118,22 @@ def main() -> None:
     broker = LocalKafka(port=39193)
     broker.reset()
     broker.start()
+    results: list[dict[str, Any]] = []
     try:
         topic = "bench.fanout"
         create_topic(broker.bootstrap, topic, 4)
         values = events(args.events, args.tables)
         send(broker.bootstrap, topic, values, 4)
         print(f"produced {len(values)} events of ~{len(values[0])} B", flush=True)
-        results = [run_worker(s, config(broker.bootstrap, topic, f"bench.fo_{s.replace('-', '_')}", work),
-                              work, len(values)) for s in ("vanilla", "vanilla-tuned") if not args.only_icetide]
-        cfg_path = work / "fanout.yaml"
-        cfg_path.write_text(yaml.safe_dump(fanout_config(broker.bootstrap, topic, "bench_fanout", work)))
-        out = work / "fanout.json"
-        with open(work / "fanout.log", "w") as log:
-            rc = subprocess.call([sys.executable, "-m", "benchmarks.fanout.run", "worker", str(cfg_path),
-                                  str(len(values)), str(out)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        if rc != 0:
-            raise RuntimeError(f"fan-out worker failed; see {work / 'fanout.log'}")
-        results.append(json.loads(out.read_text()))
-        print(json.dumps(results[-1]), flush=True)
+        for regime in regimes:
+            trigger = REGIMES[regime]
+            for s in ("vanilla", "vanilla-tuned") if not args.only_icetide else ():
+                table = f"bench.fo_{regime}_{s.replace('-', '_')}"
+                r = run_worker(s, config(broker.bootstrap, topic, table, work, trigger), work, len(values))
+                results.append({**r, "regime": regime})
+            results.append({**fanout_run(broker.bootstrap, topic, f"bench_fanout_{regime}", work, trigger,
+                                         len(values)), "regime": regime})
+            print(json.dumps(results[-1]), flush=True)
     finally:
         broker.reset()
     if args.only_icetide:
@@ -133,24 +146,47 @@ def main() -> None:
     plot(report, args.out / "fanout.png")
 
 
+def fanout_run(bootstrap: str, topic: str, ns: str, work: Path, trigger: str, expected: int) -> dict[str, Any]:
+    """One icetide fan-out run in a fresh JVM."""
+    cfg_path = work / f"{ns}.yaml"
+    cfg_path.write_text(yaml.safe_dump(fanout_config(bootstrap, topic, ns, work, trigger)))
+    out = work / f"{ns}.json"
+    with open(work / f"{ns}.log", "w") as log:
+        rc = subprocess.call([sys.executable, "-m", "benchmarks.fanout.run", "worker", str(cfg_path),
+                              str(expected), str(out)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    if rc != 0:
+        raise RuntimeError(f"fan-out worker failed; see {work / (ns + '.log')}")
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
 def write_markdown(r: dict[str, Any], path: Path) -> None:
-    by = {x["system"]: x for x in r["results"]}
     m = r["machine"]
-    fan = by["icetide-fanout"]
     lines = [
         f"# Fan-out benchmark: one topic → {r['tables']} tables (icetide) vs one table (vanilla)", "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; Spark {m['spark']} "
         f"({m['spark_master']}), Iceberg {m['iceberg']}, Kafka {m['kafka_broker']} (local KRaft broker).",
-        f"Trigger {TRIGGER}, maxOffsetsPerTrigger {MAX_OFFSETS}; a backlog of {r['events']:,} JSON events of "
-        f"~{r['event_bytes']} B on one 4-partition topic, drained by each system from a fresh JVM.", "",
-        "| system | tables | events/s | icetide fan-out ÷ this | batches | data files | rows ok |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        f"maxOffsetsPerTrigger {MAX_OFFSETS:,}; a backlog of {r['events']:,} JSON events of ~{r['event_bytes']} B "
+        "on one 4-partition topic, drained by each system from a fresh JVM. *Steady* leaves out the first "
+        "batch (table creation, JVM warm-up). CPU is the driver JVM's (local mode: driver and executors).", "",
     ]
-    for s, x in by.items():
-        lines.append(f"| {s} | {x.get('tables', 1)} | {x['events_per_s']:,.0f} | "
-                     f"{fan['events_per_s'] / x['events_per_s']:.2f}× | {x['batches']} | {x['data_files']} | "
-                     f"{x['rows'] == x['expected']} |")
-    lines += ["", "![fan-out](fanout.png)", "", "## Reading the numbers", "",
+    for regime in dict.fromkeys(x["regime"] for x in r["results"]):
+        rows = [x for x in r["results"] if x["regime"] == regime]
+        fan = next(x for x in rows if x["system"] == "icetide-fanout")
+        lines += [f"## {regime}: trigger {fan['trigger']}", "",
+                  "| system | tables | events/s | fan-out ÷ this | steady events/s | fan-out ÷ this (steady) "
+                  "| JVM CPU s per 1M events | batches | data files | rows ok |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for x in rows:
+            steady = x.get("steady_events_per_s")
+            ratio = (f"{fan['steady_events_per_s'] / steady:.2f}×"
+                     if steady and fan.get("steady_events_per_s") else "–")
+            lines.append(
+                f"| {x['system']} | {x.get('tables', 1)} | {x['events_per_s']:,.0f} | "
+                f"{fan['events_per_s'] / x['events_per_s']:.2f}× | {steady or 0:,.0f} | {ratio} | "
+                f"{x['jvm_cpu_s_per_m_events']} | {x['batches']} | {x['data_files']} | {x['rows'] == x['expected']} |")
+        lines.append("")
+    lines += ["![fan-out](fanout.png)", "", "## Reading the numbers", "",
               f"- icetide routes every event by its `event_type` field to one of {r['tables']} tables, creating "
               "them in the first batch, with schema evolution on (one JSON-inference pass per batch), the "
               "offset ledger per table and a per-batch log row; tables are written 4 at a time "
@@ -166,13 +202,24 @@ def plot(r: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    names = [x["system"] for x in r["results"]]
-    ax.bar(names, [x["events_per_s"] for x in r["results"]], color=["#999", "#bbb", "#1f77b4"])
-    ax.set_ylabel("events / s (higher is better)")
+    regimes = list(dict.fromkeys(x["regime"] for x in r["results"]))
+    systems = list(dict.fromkeys(x["system"] for x in r["results"]))
+    fig, axes = plt.subplots(1, len(regimes), figsize=(6 * len(regimes), 4), squeeze=False)
+    colors = {"vanilla": "#999", "vanilla-tuned": "#bbb", "icetide-fanout": "#1f77b4"}
+    for ax, regime in zip(axes[0], regimes, strict=True):
+        by = {x["system"]: x for x in r["results"] if x["regime"] == regime}
+        xs = range(len(systems))
+        ax.bar([i - 0.2 for i in xs], [by[s]["events_per_s"] for s in systems], 0.4, label="whole run",
+               color=[colors.get(s, "#1f77b4") for s in systems])
+        ax.bar([i + 0.2 for i in xs], [by[s].get("steady_events_per_s") or 0 for s in systems], 0.4,
+               label="steady (after batch 1)", color=[colors.get(s, "#1f77b4") for s in systems], hatch="//")
+        ax.set_xticks(list(xs), systems)
+        ax.set_ylabel("events / s (higher is better)")
+        ax.set_title(f"{regime}: trigger {by[systems[-1]]['trigger']}")
+        ax.legend(fontsize=8)
     m = r["machine"]
-    ax.set_title(f"{r['events']:,} events → 1 table (vanilla) or {r['tables']} tables (icetide)\n"
-                 f"{m['cores']} cores, Spark {m['spark']} local, trigger {TRIGGER}")
+    fig.suptitle(f"{r['events']:,} events → 1 table (vanilla) or {r['tables']} tables (icetide); "
+                 f"{m['cores']} cores, Spark {m['spark']} local")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

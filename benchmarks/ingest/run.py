@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.common import batch_window, stop_when_idle
+from benchmarks.common import batch_window, jvm_cpu_seconds, steady_rate, stop_when_idle
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -40,7 +40,7 @@ TRIGGER = "10 seconds"
 MAX_OFFSETS = 250_000
 
 
-def config(bootstrap: str, topic: str, table: str, work: Path) -> dict[str, Any]:
+def config(bootstrap: str, topic: str, table: str, work: Path, trigger: str = TRIGGER) -> dict[str, Any]:
     return {
         "name": f"bench-{table.split('.')[-1].replace('_', '-')}"[:60],
         "source": {"bootstrap_servers": bootstrap, "topics": [topic], "starting_offsets": "earliest",
@@ -48,7 +48,7 @@ def config(bootstrap: str, topic: str, table: str, work: Path) -> dict[str, Any]
         "catalog": {"type": "jdbc", "uri": f"jdbc:sqlite:{work / 'catalog.db'}", "warehouse": str(work / "warehouse")},
         "target": {"table": table, "schema": SCHEMA, "partition_by": ["days(event_time)"]},
         "dead_letter": {"table": f"{table}_dlq"},
-        "stream": {"trigger_interval": TRIGGER, "checkpoint_location": str(work / "ckpt" / table)},
+        "stream": {"trigger_interval": trigger, "checkpoint_location": str(work / "ckpt" / table)},
         "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "6g"}},
     }
 
@@ -66,6 +66,7 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
     spark = build_session(cfg)
     table = f"{cfg.catalog.name}.{cfg.target.table}"
     started = time.time()
+    cpu0 = jvm_cpu_seconds(spark)
     if system == "icetide":
         from icetide.ingest.runner import Runner
 
@@ -93,13 +94,16 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
         ).select("j.*", F.col("topic").alias("_kafka_topic"), F.col("partition").alias("_kafka_partition"),
                  F.col("offset").alias("_kafka_offset"), F.col("timestamp").alias("_kafka_timestamp"),
                  F.col("key").cast("string").alias("_kafka_key"))
-        query = (rows.writeStream.format("iceberg").outputMode("append").trigger(processingTime=TRIGGER)
+        query = (rows.writeStream.format("iceberg").outputMode("append")
+                 .trigger(processingTime=cfg.stream.trigger_interval)
                  .option("checkpointLocation", cfg.checkpoint_dir()).toTable(table))
         if ready_file:
             threading.Timer(8.0, ready_file.touch).start()
         stop_when_idle(query)
     assert query is not None
     t0, t1, processed, n_batches = batch_window(query)
+    cpu = jvm_cpu_seconds(spark) - cpu0
+    steady = steady_rate(query)
     count = spark.table(table).count()
     fresh = spark.sql(f"""
         WITH added AS (SELECT e.data_file.file_path AS f, e.snapshot_id FROM {table}.entries e WHERE e.status = 1),
@@ -112,7 +116,9 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
     spark.stop()
     return {"system": system, "rows": count, "expected": expected, "processed": processed,
             "batches": n_batches, "seconds": round(t1 - t0, 3),
-            "events_per_s": round(processed / (t1 - t0), 1), "freshness_ms_p50": fresh[0][0],
+            "events_per_s": round(processed / (t1 - t0), 1), "steady_events_per_s": steady,
+            "jvm_cpu_s_per_m_events": round(cpu / processed * 1e6, 1), "trigger": cfg.stream.trigger_interval,
+            "freshness_ms_p50": fresh[0][0],
             "freshness_ms_p99": fresh[0][1], "data_files": files, "wall_s": round(time.time() - started, 1)}
 
 

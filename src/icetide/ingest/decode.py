@@ -7,6 +7,8 @@ JSON, not a JSON object, or has a field whose type does not match the schema.
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
@@ -54,12 +56,26 @@ def parse(df: DataFrame, schema: StructType, max_value_bytes: int,
     ``extra``: more (error class, message) checks, in order, for records that parse (a field schema
     evolution refused, a CDC change without a key, ...); they may refer to the parsed struct.
     """
+    app = df.sparkSession.sparkContext.applicationId  # columns are JVM objects of one application
+    parsed, error_class, message = _parse_columns(app, schema.json(), max_value_bytes)
+    for extra_class, extra_message in extra or []:
+        message = F.when(error_class.isNull() & extra_class.isNotNull(), extra_message).otherwise(message)
+        error_class = F.coalesce(error_class, extra_class)
+    # The message repeats the checks (and re-reads the JSON): only records with an error pay for it.
+    return (df.withColumn(PARSED, parsed).withColumn(ERROR_CLASS, error_class)
+            .withColumn(ERROR_MESSAGE, F.when(F.col(ERROR_CLASS).isNotNull(), message)))
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_columns(app: str, schema_json: str, max_value_bytes: int) -> tuple[Column, Column, Column]:
+    """(parsed struct, error class, error message) for one schema, built once: a fan-out writes many
+    tables per batch, and building these expressions costs hundreds of JVM calls."""
+    schema = StructType.fromJson(json.loads(schema_json))
     with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType())])
     text = F.col("value").cast("string")
     parsed = F.from_json(
         text, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     )
-    df = df.withColumn(PARSED, F.when(F.length("value") <= max_value_bytes, parsed))
     p = F.col(PARSED)
     error_class = (
         F.when(F.col("value").isNull(), F.lit("null_value"))
@@ -68,11 +84,8 @@ def parse(df: DataFrame, schema: StructType, max_value_bytes: int,
         .when(p.isNull(), F.lit("malformed_json"))
         .when(p[CORRUPT].isNotNull(), _corrupt_class(text))
     )
-    message = _error_message(text, schema, max_value_bytes)
-    for extra_class, extra_message in extra or []:
-        message = F.when(error_class.isNull() & extra_class.isNotNull(), extra_message).otherwise(message)
-        error_class = F.coalesce(error_class, extra_class)
-    return df.withColumn(ERROR_CLASS, error_class).withColumn(ERROR_MESSAGE, message)
+    return (F.when(F.length("value") <= max_value_bytes, parsed), error_class,
+            _error_message(text, schema, max_value_bytes))
 
 
 def _corrupt_class(text: Column) -> Column:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 TABLE = "_icetide_table"
 ROUTE_ERROR = "_icetide_route_error"
 ROUTE_MESSAGE = "_icetide_route_message"
+RAW_ROUTE = "_icetide_route_value"
 
 #: Names icetide keeps for its CDC tombstone tables (never a routing destination).
 TOMBSTONE_SUFFIX = "_tombstones"
@@ -80,7 +81,10 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
                 .withColumn(ROUTE_ERROR, F.lit(None).cast("string"))
                 .withColumn(ROUTE_MESSAGE, F.lit(None).cast("string")))
     route = target.route
-    raw = raw_value(route)
+    # Extracted once into a column of its own: the checks below refer to it several times, and an
+    # inline get_json_object would be evaluated (a JSON parse) once per reference.
+    rows = rows.withColumn(RAW_ROUTE, raw_value(route))
+    raw = F.col(RAW_ROUTE)
     if route.by == "topic":
         value = F.lower(F.regexp_replace(F.col("_kafka_topic"), r"[.\-]", "_"))
         value_ok = F.lit(True)
@@ -128,8 +132,9 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
                                  F.lit(f"' is not allowed: namespace must be one of {allowed}, names a-z 0-9 _ "
                                        "starting with a letter or _, not a reserved word or icetide table")))
     )
-    return (rows.withColumn(ROUTE_ERROR, error).withColumn(ROUTE_MESSAGE, message)
-            .withColumn(TABLE, F.when(F.col(ROUTE_ERROR).isNull(), table)))
+    return (rows.withColumn(ROUTE_ERROR, error)
+            .withColumn(ROUTE_MESSAGE, F.when(F.col(ROUTE_ERROR).isNotNull(), message))
+            .withColumn(TABLE, F.when(F.col(ROUTE_ERROR).isNull(), table)).drop(RAW_ROUTE))
 
 
 @dataclass

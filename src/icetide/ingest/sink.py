@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import reduce
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, Observation
@@ -59,12 +59,21 @@ from icetide.ingest.offsets import (
     read_watermark,
     set_property,
 )
-from icetide.ingest.tables import ensure_table, list_tables, table_exists
+from icetide.ingest.tables import (
+    create_table,
+    empty_frame,
+    ensure_namespace,
+    ensure_table,
+    list_tables,
+    table_exists,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: With routing, each table's share of a batch is written by one task per this many records.
 ROWS_PER_WRITE_TASK = 200_000
@@ -187,7 +196,7 @@ class BatchWriter:
         return self._schemas[table]
 
     def _with_kafka(self, schema: StructType) -> StructType:
-        empty = self.spark.createDataFrame([], decode.DEAD_LETTER_SCHEMA).withColumn(
+        empty = empty_frame(self.spark, decode.DEAD_LETTER_SCHEMA).withColumn(
             decode.PARSED, F.lit(None).cast(schema))
         return decode.good_rows(empty, schema, self.cfg.target.kafka_metadata_columns).schema
 
@@ -323,14 +332,7 @@ class BatchWriter:
             if totals["bad"]:
                 bad_frames.append(decode.dead_letter_rows(parsed.where(~good), cfg.name, F.lit(plan.table)))
 
-        workers = min(cfg.stream.table_write_parallelism, max(1, len(plans)))
-        if workers == 1:
-            for plan in plans:
-                write(plan)
-        else:
-            with ThreadPoolExecutor(workers, thread_name_prefix="icetide-write") as pool:
-                for f in [pool.submit(write, plan) for plan in plans]:
-                    f.result()
+        self._parallel(write, plans)
 
         lap("write")
         if admission_needs_dead_letters:
@@ -350,6 +352,14 @@ class BatchWriter:
         return BatchResult(batch_id, records, written, dead, skipped, time.monotonic() - started,
                            max(ts_max) if ts_max else None, classes,
                            {p.table: p.evolved for p in plans if p.evolved}, created, timings)
+
+    def _parallel(self, fn: Callable[[T], R], items: list[T]) -> list[R]:
+        """``fn`` over ``items``, ``stream.table_write_parallelism`` at a time; results in order."""
+        workers = min(self.cfg.stream.table_write_parallelism, len(items))
+        if workers <= 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(workers, thread_name_prefix="icetide-table") as pool:
+            return list(pool.map(fn, items))
 
     def _admit(self, rows: DataFrame) -> tuple[routing.Admission, int, bool]:
         """Admitted tables of the batch, the number of routing errors, and whether tables were cut off."""
@@ -381,9 +391,12 @@ class BatchWriter:
         plans: list[TablePlan] = []
         created: list[str] = []
         refused: dict[str, tuple[str, str]] = {}
+        for ns in sorted({x.split(".")[0] for x in new}):  # once, before tables are created in parallel
+            ensure_namespace(self.spark, self.catalog, ns)
+        errors = dict(zip(new, self._parallel(lambda x: self._create(x, inferred.get(x)), new), strict=True))
         for table in tables:
             if table not in known:
-                err = self._create(table, inferred.get(table))
+                err = errors[table]
                 if err is not None:
                     refused[table] = ("table_policy", err)
                     continue
@@ -445,8 +458,9 @@ class BatchWriter:
                         "fix the key or give the schema, then replay")
             full = StructType([*full.fields, StructField(cdc.ORDERING, cdc.ordering_type(policy.cdc), True)])
         try:
-            ensure_table(self.spark, self.catalog, table, full, policy.partition_by,
-                         policy.table_properties(), policy.sort_by)
+            if create_table(self.spark, self.catalog, table, full, policy.partition_by,
+                            policy.table_properties(), policy.sort_by):
+                self._watermarks[self.q(table)] = None  # new and empty: nothing to read
             if policy.cdc is not None and policy.cdc.tombstones:
                 ensure_table(self.spark, self.catalog, f"{table}_tombstones",
                              cdc.tombstone_schema(full, policy.cdc), [], {**STREAMING_TABLE_DEFAULTS})
@@ -591,7 +605,9 @@ class BatchWriter:
         table (the snapshot summary is the ledger; maintenance mirrors before expiring snapshots).
         """
         now = time.monotonic()
-        if not force and now - self._mirrored_at.get(table, -1e18) < self._mirror_every:
+        # The first mirror of a run waits an interval too: the snapshot summary already holds it,
+        # and a fan-out's first batch would otherwise pay one extra commit per table.
+        if not force and now - self._mirrored_at.setdefault(table, now) < self._mirror_every:
             self._unmirrored[table] = wm
             return
         set_property(self.spark, table, self.cfg.name, wm)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.functions import partitioning as P
 from pyspark.sql.types import StructType
@@ -74,13 +74,30 @@ def ensure_table(
     sort_by: list[str] | None = None,
 ) -> str:
     """Create ``catalog.namespace.table`` if missing; return the qualified name."""
+    create_table(spark, catalog, table, schema, partition_by, properties, sort_by)
+    return qualify(catalog, table)
+
+
+def qualify(catalog: str, table: str) -> str:
     namespace, name = table.split(".")
-    qualified = f"{validate_name(catalog)}.{validate_name(namespace)}.{validate_name(name)}"
+    return f"{validate_name(catalog)}.{validate_name(namespace)}.{validate_name(name)}"
+
+
+def create_table(
+    spark: SparkSession,
+    catalog: str,
+    table: str,
+    schema: StructType,
+    partition_by: list[str],
+    properties: dict[str, str],
+    sort_by: list[str] | None = None,
+) -> bool:
+    """Create ``catalog.namespace.table`` unless it exists; True if this call created it."""
+    qualified = qualify(catalog, table)
     if table_exists(spark, qualified):
-        return qualified
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
-    empty = spark.createDataFrame([], schema)
-    writer = empty.writeTo(qualified).using("iceberg")
+        return False
+    ensure_namespace(spark, catalog, table.split(".")[0])
+    writer = empty_frame(spark, schema).writeTo(qualified).using("iceberg")
     for k, v in properties.items():
         writer = writer.tableProperty(k, v)
     if partition_by:
@@ -92,10 +109,28 @@ def ensure_table(
     except Exception as e:
         if "already exists" not in str(e).lower() and "TABLE_OR_VIEW_ALREADY_EXISTS" not in str(e):
             raise
-        return qualified
+        return False
     if sort_by:
         set_sort_order(spark, qualified, sort_by)
-    return qualified
+    return True
+
+
+def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:
+    """Create the namespace if missing (a concurrent creator winning the race is fine)."""
+    try:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {validate_name(catalog)}.{validate_name(namespace)}")
+    except Exception as e:
+        if "already exists" not in str(e).lower() and "NAMESPACE_ALREADY_EXISTS" not in str(e) \
+                and "SCHEMA_ALREADY_EXISTS" not in str(e):
+            raise
+
+
+def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
+    """An empty DataFrame built on the JVM (``createDataFrame([])`` would start Python workers)."""
+    jvm: Any = spark._jvm
+    jspark: Any = spark._jsparkSession
+    jdf = jspark.createDataFrame(jvm.java.util.ArrayList(), jspark.parseDataType(schema.json()))
+    return DataFrame(jdf, spark)
 
 
 def set_sort_order(spark: SparkSession, qualified: str, columns: list[str]) -> None:
