@@ -13,17 +13,18 @@ def ts(text: str) -> float:
 
 
 def stop_when_idle(query: Any, idle_seconds: float = 20.0) -> None:
-    """Wait until a query has found no new rows for ``idle_seconds``, then stop it."""
-    idle_since = None
+    """Stop a query once no new rows have arrived for ``idle_seconds`` (any trigger, also 0 s)."""
+    seen, idle_since = -1, None
     while True:
         time.sleep(0.5)
-        p = query.lastProgress
-        if p and p["numInputRows"] == 0 and not query.status["isTriggerActive"]:
+        total = sum(p["numInputRows"] for p in query.recentProgress)
+        last = query.lastProgress
+        if total == seen and last is not None and last["numInputRows"] == 0:
             idle_since = idle_since or time.monotonic()
             if time.monotonic() - idle_since > idle_seconds:
                 break
         else:
-            idle_since = None
+            seen, idle_since = total, None
     query.stop()
 
 

@@ -192,7 +192,8 @@ def write_markdown(r: dict[str, Any], path: Path) -> None:
               "offset ledger per table and a per-batch log row; tables are written 4 at a time "
               "(`stream.table_write_parallelism`).",
               "- Vanilla writes everything to one table with a fixed schema and no dead-letter handling.",
-              "- Target from the issue: fan-out ≥ 0.9× the vanilla single-table sink.", ""]
+              "- Target from the issue: fan-out ≥ 0.9× the vanilla single-table sink.",
+              "- Where the time goes, what changed, what would close the gap: [analysis.md](analysis.md).", ""]
     path.write_text("\n".join(lines))
 
 
