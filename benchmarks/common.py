@@ -30,21 +30,27 @@ def stop_when_idle(query: Any, idle_seconds: float = 20.0) -> None:
 
 def batch_window(query: Any) -> tuple[float, float, int, int]:
     """(start of the first batch, end of the last, rows read, batches) of a query's non-empty batches."""
-    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    t0 = min(ts(p["timestamp"]) for p in batches)
-    t1 = max(ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000 for p in batches)
-    return t0, t1, sum(p["numInputRows"] for p in batches), len(batches)
+    return _window(_batches(query))
 
 
 def steady_rate(query: Any) -> float | None:
     """Events/s over the non-empty batches after the first (table creation and JVM warm-up excluded)."""
-    batches = sorted((p for p in query.recentProgress if p["numInputRows"] > 0), key=lambda p: ts(p["timestamp"]))
+    batches = _batches(query)
     if len(batches) < 3:
         return None
-    rest = batches[1:]
-    t0 = ts(rest[0]["timestamp"])
-    t1 = max(ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000 for p in rest)
-    return round(sum(p["numInputRows"] for p in rest) / (t1 - t0), 1)
+    t0, t1, rows, _ = _window(batches[1:])
+    return round(rows / (t1 - t0), 1)
+
+
+def _batches(query: Any) -> list[dict[str, Any]]:
+    """A query's non-empty batches, oldest first."""
+    return sorted((p for p in query.recentProgress if p["numInputRows"] > 0), key=lambda p: ts(p["timestamp"]))
+
+
+def _window(batches: list[dict[str, Any]]) -> tuple[float, float, int, int]:
+    t0 = min(ts(p["timestamp"]) for p in batches)
+    t1 = max(ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000 for p in batches)
+    return t0, t1, sum(p["numInputRows"] for p in batches), len(batches)
 
 
 def jvm_cpu_seconds(spark: Any) -> float:
