@@ -43,6 +43,8 @@ def setup(profiles: tuple[str, ...]) -> None:
     for p in profiles or jvm.PROFILES:
         out = jvm.fetch(p)
         console.print(f"[green]✓[/] {p} jars in {out} ({len(list(out.glob('*.jar')))} jars)")
+    if not profiles or "spark" in profiles:
+        console.print(f"[green]✓[/] icetide's JVM classes in {jvm.build()}")
 
 
 @cli.group()

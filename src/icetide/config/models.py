@@ -463,6 +463,11 @@ class StreamSettings(Strict):
     table_write_parallelism: int = Field(
         default=4, ge=1, le=64, description="Tables of one micro-batch written concurrently (each commits once)"
     )
+    multi_table_write: bool = Field(
+        default=True,
+        description="With routing, write the appends of all tables of a micro-batch in one Spark job "
+        "(each table still commits on its own); false: one Spark job per table",
+    )
     batch_log_table: TableId | None = Field(
         default="icetide.ingest_batches",
         description="namespace.table keeping per-batch metrics per table (null: log only)",

@@ -136,11 +136,17 @@ def is_good() -> Column:
     return F.col(ERROR_CLASS).isNull()
 
 
-def good_rows(parsed: DataFrame, schema: StructType, kafka_columns: bool, keep: list[str] | None = None) -> DataFrame:
-    cols = [F.col(PARSED)[f.name].alias(f.name) for f in schema.fields]
+def good_columns(schema: StructType, kafka_columns: bool) -> dict[str, Column]:
+    """A table's columns from a parsed record: its fields, then the Kafka metadata columns."""
+    cols = {f.name: F.col(PARSED)[f.name] for f in schema.fields}
     if kafka_columns:
-        cols += [F.col(c) for c in KAFKA_COLUMNS[:-1]]
-        cols.append(F.col("_kafka_key").cast("string").alias("_kafka_key"))
+        cols.update({c: F.col(c) for c in KAFKA_COLUMNS[:-1]})
+        cols["_kafka_key"] = F.col("_kafka_key").cast("string")
+    return cols
+
+
+def good_rows(parsed: DataFrame, schema: StructType, kafka_columns: bool, keep: list[str] | None = None) -> DataFrame:
+    cols = [c.alias(name) for name, c in good_columns(schema, kafka_columns).items()]
     return parsed.select(*cols, *[F.col(c) for c in keep or []])
 
 

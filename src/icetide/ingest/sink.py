@@ -51,7 +51,7 @@ from icetide.config.models import (
     interval_seconds,
 )
 from icetide.errors import ConfigError
-from icetide.ingest import cdc, checkpoint, decode, evolution, inflight, routing
+from icetide.ingest import cdc, checkpoint, decode, evolution, inflight, multi_write, routing
 from icetide.ingest.offsets import (
     BatchRanges,
     Watermark,
@@ -140,6 +140,17 @@ class TablePlan:
     evolved: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Pending:
+    """A table's commit for one batch: the watermark it will hold, its snapshot tags, and (when a
+    replay finds part of the batch already in the table) the filter keeping only the new rows."""
+
+    table: str  # catalog.namespace.table
+    watermark: Watermark
+    tags: dict[str, str]
+    keep: Column | None
+
+
 class BatchWriter:
     """Callable passed to ``DataStreamWriter.foreachBatch``."""
 
@@ -154,6 +165,7 @@ class BatchWriter:
         self.reserved = {t for t in (cfg.dead_letter.table, cfg.dead_letter.replay_log(), cfg.health.history_table,
                                      cfg.maintenance.log_table, cfg.stream.batch_log_table) if t}
         self._schemas: dict[str, StructType] = {}  # namespace.table → record schema (no _kafka_ columns)
+        self._full_schemas: dict[str, StructType] = {}  # namespace.table → every column, in order
         self._known: set[str] | None = None  # tables that exist in the target namespaces
         self._dead_letters_ready = False
         self._batch_log_ready = False
@@ -163,6 +175,8 @@ class BatchWriter:
         self._mirrored_at: dict[str, float] = {}
         self._unmirrored: dict[str, Watermark] = {}
         self._watermarks: dict[str, Watermark | None] = {}
+        self._multi: bool | None = None
+        self._alone: dict[str, str] = {}  # table → why the multi-table job refused it (logged once)
         self.counters = PipelineCounters()
         self.on_commit = on_commit
         #: When the batch being written started (epoch ms), None between batches: orphan cleanup
@@ -189,11 +203,17 @@ class BatchWriter:
         return sorted(self.known_tables() | {self.cfg.dead_letter.table})
 
     def _schema(self, table: str) -> StructType:
+        """The table's record schema: its columns minus Kafka and CDC metadata."""
         if table not in self._schemas:
             full = self.spark.table(self.q(table)).schema
             meta = {*decode.KAFKA_COLUMNS, *cdc.META_COLUMNS}
+            self._full_schemas[table] = full
             self._schemas[table] = StructType([f for f in full.fields if f.name not in meta])
         return self._schemas[table]
+
+    def _full_schema(self, table: str) -> StructType:
+        self._schema(table)
+        return self._full_schemas[table]
 
     def _with_kafka(self, schema: StructType) -> StructType:
         empty = empty_frame(self.spark, decode.DEAD_LETTER_SCHEMA).withColumn(
@@ -288,7 +308,7 @@ class BatchWriter:
         bad_frames: list[DataFrame] = []
         release: list[DataFrame] = []
 
-        def write(plan: TablePlan) -> None:
+        def parse(plan: TablePlan) -> DataFrame:
             subset = rows.where(table_col == F.lit(plan.table))
             routed = self._route_counts.get(plan.table)
             if routed is not None:
@@ -304,6 +324,11 @@ class BatchWriter:
             if policy.cdc is not None:  # unwrapping is costly: the MERGE and the dead letters share it
                 parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
                 release.append(parsed)
+            return parsed
+
+        def write(plan: TablePlan) -> None:
+            parsed = parse(plan)
+            policy = cfg.target.policy_for(plan.table)
             good = decode.is_good()
             stats = Observation(f"icetide_{batch_id}_{uuid.uuid4().hex[:8]}")
             observed = parsed.observe(stats, F.count_if(good).alias("good"), F.count_if(~good).alias("bad"),
@@ -332,7 +357,69 @@ class BatchWriter:
             if totals["bad"]:
                 bad_frames.append(decode.dead_letter_rows(parsed.where(~good), cfg.name, F.lit(plan.table)))
 
-        self._parallel(write, plans)
+        def write_together(candidates: list[TablePlan]) -> list[TablePlan]:
+            """Append ``candidates`` in one Spark job; returns the plans left to write one by one."""
+            job = multi_write.MultiTableWrite(self.spark)
+
+            def add(plan: TablePlan) -> tuple[Pending, DataFrame] | None:
+                pending = self._begin(self.q(plan.table), batch_id, ranges)
+                if pending is None or pending.keep is not None:  # a replay: the per-table path sorts it out
+                    return None
+                parsed = parse(plan)
+                frame = multi_write.frame(
+                    parsed, decode.is_good(), F.unix_millis("_kafka_timestamp"),
+                    decode.good_columns(plan.schema, cfg.target.kafka_metadata_columns), self._full_schema(plan.table))
+                reason = job.add(self.catalog, plan.table, frame, pending.tags)
+                if reason is not None:
+                    if self._alone.get(plan.table) != reason:
+                        log.info("%s is written by its own Spark job: %s", plan.table, reason)
+                        self._alone[plan.table] = reason
+                    return None
+                return pending, parsed
+
+            added = self._parallel(add, candidates)
+            staged = {p.table: a for p, a in zip(candidates, added, strict=True) if a is not None}
+            alone = [p for p, a in zip(candidates, added, strict=True) if a is None]
+            lap("together_plan")
+            if not staged:
+                return alone
+            since = self.in_flight_since_ms or int(time.time() * 1000)
+            for table in staged:
+                inflight.mark(self.spark, self._location(self.q(table)), cfg.name, self.run_id, since)
+            try:
+                log.info("writing batch %s to %d tables in one job", batch_id, len(staged))
+                job.run()
+            except BaseException:
+                for table in staged:
+                    inflight.clear(self.spark, self._location(self.q(table)), cfg.name)
+                raise
+            lap("together_job")
+
+            def commit(table: str) -> None:
+                pending, parsed = staged[table]
+                log.info("committing batch %s to %s", batch_id, pending.table)
+                try:
+                    job.commit(table)
+                finally:
+                    inflight.clear(self.spark, self._location(pending.table), cfg.name)
+                w = job.written(table)
+                self._finish(pending, w.ts_max)
+                written[table] = w.good
+                if w.ts_max is not None:
+                    ts_max.append(w.ts_max)
+                if w.bad:
+                    bad_frames.append(decode.dead_letter_rows(parsed.where(~decode.is_good()), cfg.name,
+                                                              F.lit(table)))
+
+            self._parallel(commit, list(staged))
+            return alone
+
+        alone = plans
+        appends = [p for p in plans if cfg.target.policy_for(p.table).cdc is None]
+        if cfg.target.route is not None and len(appends) > 1 and self._multi_table_write():
+            alone = [p for p in plans if p not in appends] + write_together(appends)
+            lap("together_commit")
+        self._parallel(write, alone)
 
         lap("write")
         if admission_needs_dead_letters:
@@ -352,6 +439,16 @@ class BatchWriter:
         return BatchResult(batch_id, records, written, dead, skipped, time.monotonic() - started,
                            max(ts_max) if ts_max else None, classes,
                            {p.table: p.evolved for p in plans if p.evolved}, created, timings)
+
+    def _multi_table_write(self) -> bool:
+        """Whether routed appends share one Spark job (config, and icetide's JVM classes present)."""
+        if self._multi is None:
+            self._multi = self.cfg.stream.multi_table_write and multi_write.available(self.spark)
+            if self.cfg.stream.multi_table_write and not self._multi:
+                log.warning("icetide's JVM classes are not on the classpath (run `icetide setup`, or add "
+                            "%s to spark.jars): each table is written by its own Spark job",
+                            "$ICETIDE_HOME/jars/icetide/icetide-jvm.jar")
+        return self._multi
 
     def _parallel(self, fn: Callable[[T], R], items: list[T]) -> list[R]:
         """``fn`` over ``items``, ``stream.table_write_parallelism`` at a time; results in order."""
@@ -552,45 +649,56 @@ class BatchWriter:
         planned = checkpoint.batch_time_ms(self.spark, location, batch_id)
         return BatchRanges(offsets, planned_at_ms=planned)
 
+    def _begin(self, table: str, batch_id: int, ranges: BatchRanges) -> Pending | None:
+        """The commit ``table`` gets from this batch; None if the table already holds the whole batch."""
+        wm = self.watermark(table)
+        if wm is not None and wm.covers(ranges):
+            log.info("batch %s already in %s (watermark %s); skipped", batch_id, table, wm.encode())
+            return None
+        new = Watermark(offsets=(wm or Watermark()).advanced(ranges), run=self.run_id, batch=batch_id,
+                        batch_ranges=ranges, committed_at_ms=int(time.time() * 1000))
+        return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges, new.offsets),
+                       _not_below(wm, ranges) if wm is not None else None)
+
+    def _finish(self, p: Pending, ts_max: int | None, stats_known: bool = True) -> None:
+        """After ``p`` committed: remember, mirror and report its watermark."""
+        new = p.watermark
+        new.committed_at_ms = int(time.time() * 1000)
+        if stats_known:
+            new.kafka_ts_max = ts_max
+        self._watermarks[p.table] = new
+        self._mirror(p.table, new)
+        if self.on_commit is not None:
+            self.on_commit(p.table, new)
+
     def _commit(self, table: str, rows: DataFrame, project: Callable[[DataFrame], DataFrame],
                 batch_id: int, ranges: BatchRanges, stats: Observation | None = None,
                 apply: Callable[[DataFrame, dict[str, str]], None] | None = None) -> int | None:
         """Write the rows not yet in ``table`` (append, or ``apply`` e.g. a MERGE) tagged with the
         batch's offsets; None if the table already holds the whole batch."""
-        wm = self.watermark(table)
-        if wm is not None and wm.covers(ranges):
-            log.info("batch %s already in %s (watermark %s); skipped", batch_id, table, wm.encode())
+        p = self._begin(table, batch_id, ranges)
+        if p is None:
             return None
-        if wm is not None:
-            keep = _not_below(wm, ranges)
-            if keep is not None:
-                rows = rows.where(keep)
-        new = Watermark(offsets=(wm or Watermark()).advanced(ranges), run=self.run_id, batch=batch_id,
-                        batch_ranges=ranges, committed_at_ms=int(time.time() * 1000))
+        if p.keep is not None:
+            rows = rows.where(p.keep)
         counted = Observation(f"icetide_{batch_id}_{uuid.uuid4().hex[:8]}")
         log.info("committing batch %s to %s", batch_id, table)
         out = project(rows).observe(counted, F.count(F.lit(1)).alias("n"))
-        tags = commit_properties(self.cfg.name, self.run_id, batch_id, ranges, new.offsets)
         where = self._location(table)
-        inflight.mark(self.spark, where, self.cfg.name, self.run_id, self.in_flight_since_ms or new.committed_at_ms)
+        inflight.mark(self.spark, where, self.cfg.name, self.run_id,
+                      self.in_flight_since_ms or p.watermark.committed_at_ms)
         try:
             if apply is not None:
-                apply(out, tags)
+                apply(out, p.tags)
             else:
                 writer = out.writeTo(table)
-                for k, v in tags.items():
+                for k, v in p.tags.items():
                     writer = writer.option(f"snapshot-property.{k}", v)
                 writer.append()
         finally:
             inflight.clear(self.spark, where, self.cfg.name)
-        new.committed_at_ms = int(time.time() * 1000)
-        if stats is not None:  # filled in by the write that just finished
-            ts = stats.get.get("ts_max")
-            new.kafka_ts_max = int(ts) if ts is not None else None
-        self._watermarks[table] = new
-        self._mirror(table, new)
-        if self.on_commit is not None:
-            self.on_commit(table, new)
+        ts = stats.get.get("ts_max") if stats is not None else None  # filled in by the write that just finished
+        self._finish(p, int(ts) if ts is not None else None, stats is not None)
         return int(counted.get["n"])
 
     def _location(self, table: str) -> str:

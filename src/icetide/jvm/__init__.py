@@ -1,14 +1,20 @@
-"""The JVM side: jars fetched with Maven from the pom shipped in this package.
+"""The JVM side: jars fetched with Maven from the pom shipped in this package, and icetide's own jar.
 
 Profiles: ``spark`` (Iceberg runtime, Spark's Kafka source, SQLite JDBC), ``kafka`` (a KRaft
 broker for development and tests), ``rest`` (Iceberg's reference REST catalog server).
+
+icetide's own JVM code (``java/``, one small class) is compiled by :func:`build` against the jars
+pyspark ships and the ``spark`` profile, into ``$ICETIDE_HOME/jars/icetide/icetide-jvm.jar``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from icetide import paths
@@ -17,6 +23,8 @@ from icetide.errors import SetupError
 PROFILES = ("spark", "kafka", "rest")
 POM = Path(__file__).with_name("pom.xml")
 SETTINGS = Path(__file__).with_name("settings.xml")
+JAVA_SOURCES = Path(__file__).with_name("java")
+OWN_JAR = "icetide-jvm.jar"
 _VERSION_RE = re.compile(r"-\d[\w.]*?(?:-[a-z-]+)?\.jar$")
 
 
@@ -61,3 +69,49 @@ def jars(profile: str) -> list[Path]:
 def artifact_name(jar: Path) -> str:
     """``hadoop-client-api-3.4.2.jar`` → ``hadoop-client-api``."""
     return _VERSION_RE.sub("", jar.name)
+
+
+def _sources_digest() -> str:
+    h = hashlib.sha256()
+    for f in sorted(JAVA_SOURCES.rglob("*.java")):
+        h.update(str(f.relative_to(JAVA_SOURCES)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def own_jar() -> Path:
+    return jar_dir("icetide") / OWN_JAR
+
+
+def build(quiet: bool = True) -> Path:
+    """Compile icetide's JVM classes into :func:`own_jar` (skipped when the sources are unchanged)."""
+    import pyspark
+
+    out = own_jar()
+    marker = out.with_suffix(".sha256")
+    digest = _sources_digest()
+    if out.exists() and marker.exists() and marker.read_text() == digest:
+        return out
+    javac, jar = shutil.which("javac"), shutil.which("jar")
+    if javac is None or jar is None:
+        raise SetupError("a Java 17 JDK is needed to build icetide's JVM classes ('javac' not found); "
+                         "install it (apt-get install openjdk-17-jdk-headless)")
+    classpath = [Path(pyspark.__file__).parent / "jars" / "*", *jars("spark")]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Private build folder, then an atomic rename: processes that start at once do not collide.
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".build-") as tmp:
+        classes, built = Path(tmp) / "classes", Path(tmp) / OWN_JAR
+        sources = [str(f) for f in sorted(JAVA_SOURCES.rglob("*.java"))]
+        steps = [
+            [javac, "--release", "17", "-nowarn", "-cp", ":".join(str(c) for c in classpath), "-d", str(classes),
+             *sources],
+            [jar, "--create", "--file", str(built), "-C", str(classes), "."],
+        ]
+        for cmd in steps:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+                raise SetupError(f"building icetide's JVM classes failed ({Path(cmd[0]).name}):\n{tail}")
+        os.replace(built, out)
+    marker.write_text(digest)
+    return out

@@ -7,6 +7,7 @@ comes from spark-submit) and ``spark.jars: none`` when the cluster image ships t
 
 from __future__ import annotations
 
+import logging
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -15,10 +16,13 @@ from typing import TYPE_CHECKING
 from icetide import jvm
 from icetide.catalog import check_reachable, spark_catalog_conf
 from icetide.config.models import PipelineConfig
+from icetide.errors import SetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+log = logging.getLogger(__name__)
+LOCAL_FS = "io.icetide.hadoop.NioLocalFileSystem"
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
@@ -49,6 +53,18 @@ def local_jars() -> list[Path]:
     return [j for j in jvm.jars("spark") if jvm.artifact_name(j) not in shipped]
 
 
+def own_jar() -> list[Path]:
+    """icetide's JVM classes (built on first use); empty, with a warning, when no JDK can build them.
+
+    Without them ingest still works: every table is then written by its own Spark job.
+    """
+    try:
+        return [jvm.build()]
+    except SetupError as e:
+        log.warning("writing each table in its own Spark job: %s", e)
+        return []
+
+
 def session_conf(cfg: PipelineConfig) -> dict[str, str]:
     conf: dict[str, str] = {
         "spark.sql.extensions": EXTENSIONS,
@@ -68,10 +84,21 @@ def session_conf(cfg: PipelineConfig) -> dict[str, str]:
     if cfg.spark.master and cfg.spark.master.startswith("local"):
         conf["spark.sql.shuffle.partitions"] = str(max(2, (os.cpu_count() or 2) * 2))
         conf["spark.driver.memory"] = "4g"
+    own: list[Path] = []
     if cfg.spark.jars == "local":
-        conf["spark.jars"] = ",".join(str(j) for j in local_jars())
+        own = own_jar()
+        conf["spark.jars"] = ",".join(str(j) for j in [*local_jars(), *own])
     elif cfg.spark.jars == "packages":
         conf["spark.jars.packages"] = maven_packages()
+        if own := own_jar():
+            conf["spark.jars"] = str(own[0])
+    if own and cfg.spark.master and cfg.spark.master.startswith("local"):
+        # Local files (a local warehouse, checkpoints) without a forked `chmod` and a .crc sidecar
+        # per file created: see NioLocalFileSystem.java. Only file://, only in local mode (the
+        # class must be on the JVM's own classpath: spark-submit reads files before spark.jars
+        # is loaded); a user's setting wins.
+        conf["spark.driver.extraClassPath"] = str(own[0])
+        conf["spark.hadoop.fs.file.impl"] = LOCAL_FS
     conf.update(spark_catalog_conf(cfg))
     conf.update(cfg.spark.conf)
     return conf

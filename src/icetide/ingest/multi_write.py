@@ -1,0 +1,87 @@
+"""The appends of many tables in one Spark job (icetide's JVM class ``io.icetide.spark.MultiTableWrite``).
+
+Spark writes one table per job. A micro-batch routed to 20 tables would pay a job's fixed cost
+(scheduling, planning, a scan of the cached batch) 20 times, and on a small cluster those jobs
+leave the executors idle most of the time. Here every table keeps its own Iceberg write (the
+table's writer, file size, format and snapshot properties), but the tasks of all tables run as one
+job; each table is then committed on its own, so a crash between two commits is recovered per
+table exactly as before.
+
+A table whose write needs a shuffle or sort (``write.distribution-mode`` hash/range, a sort
+order, the fan-out writer off), a required column, or rows that do not match it as they are, is
+refused and written by its own Spark job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+JVM_CLASS = "io.icetide.spark.MultiTableWrite"
+
+
+def available(spark: SparkSession) -> bool:
+    """Whether icetide's JVM classes are on the session's classpath (see :func:`icetide.jvm.build`)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    try:
+        jvm.java.lang.Class.forName(JVM_CLASS, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+    except Exception:
+        return False
+    return True
+
+
+def frame(rows: DataFrame, good: Column, ts: Column, columns: dict[str, Column], table_schema: StructType
+          ) -> DataFrame:
+    """The frame :meth:`MultiTableWrite.add` takes: (good, ts, row) with ``row`` in the table's
+    column order; a table column the records do not give is null."""
+    row = F.struct(*[
+        (columns[f.name] if f.name in columns else F.lit(None).cast(f.dataType)).alias(f.name)
+        for f in table_schema.fields
+    ])
+    return rows.select(good.alias("good"), ts.cast("long").alias("ts"), row.alias("row"))
+
+
+@dataclass
+class Written:
+    good: int
+    bad: int
+    ts_max: int | None
+
+
+class MultiTableWrite:
+    """Python handle on one job: :meth:`add` tables (from any thread), :meth:`run` once, then
+    :meth:`commit` each (from any thread). Tables are named ``namespace.table``."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        jvm = spark._jvm
+        assert jvm is not None
+        self._j: Any = jvm.io.icetide.spark.MultiTableWrite(spark._jsparkSession)
+
+    def add(self, catalog: str, table: str, frame: DataFrame, properties: dict[str, str]) -> str | None:
+        """Add ``table`` with its snapshot properties; the reason if it must be written on its own."""
+        namespace, name = table.split(".", 1)
+        options = {f"snapshot-property.{k}": v for k, v in properties.items()}
+        reason = self._j.add(catalog, namespace, name, frame._jdf, options)
+        return None if reason is None else str(reason)
+
+    def run(self) -> None:
+        """Write every added table's files in one job (nothing is committed)."""
+        self._j.run()
+
+    def written(self, table: str) -> Written:
+        ts = self._j.tsMax(table)
+        return Written(int(self._j.good(table)), int(self._j.bad(table)), int(ts) if ts is not None else None)
+
+    def commit(self, table: str) -> None:
+        self._j.commit(table)
+
+    def abort(self, table: str) -> None:
+        self._j.abort(table)
