@@ -417,7 +417,8 @@ class BatchWriter:
         alone = plans
         appends = [p for p in plans if cfg.target.policy_for(p.table).cdc is None]
         if cfg.target.route is not None and len(appends) > 1 and self._multi_table_write():
-            alone = [p for p in plans if p not in appends] + write_together(appends)
+            merges = [p for p in plans if cfg.target.policy_for(p.table).cdc is not None]
+            alone = merges + write_together(appends)
             lap("together_commit")
         self._parallel(write, alone)
 
