@@ -1,0 +1,121 @@
+"""What each per-record step of a fan-out costs, on its own, against vanilla's one parse.
+
+No Kafka and no write (Spark's ``noop`` sink): 250,000 of the fan-out benchmark's JSON events,
+cached in 4 partitions, and each step timed 4 times in one warm JVM. It answers how close a
+one-pass fan-out (parse each record once under a ``CASE`` on its table) could come to vanilla.
+
+    .venv/bin/python -m benchmarks.fanout.parse_costs [--events 250000] [--tables 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+os.environ.setdefault("ICETIDE_HOME", str(HERE.parents[1] / ".icetide"))
+
+from benchmarks.fanout.run import events  # noqa: E402
+from benchmarks.ingest.run import machine  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=250_000)
+    ap.add_argument("--tables", type=int, default=20)
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "parse_costs.md")
+    args = ap.parse_args()
+
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import (
+        BinaryType,
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    from icetide.config import load_config
+    from icetide.spark import build_session
+
+    work = Path(tempfile.mkdtemp(prefix="icetide-parse-costs-"))
+    (work / "p.yaml").write_text(yaml.safe_dump({
+        "name": "parse-costs", "source": {"bootstrap_servers": "127.0.0.1:9", "topics": ["unused"]},
+        "catalog": {"type": "jdbc", "uri": f"jdbc:sqlite:{work / 'c.db'}", "warehouse": str(work / "wh")},
+        "target": {"table": "p.unused"}, "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "6g"}},
+        "stream": {"checkpoint_location": str(work / "ckpt")}}))
+    spark = build_session(load_config(work / "p.yaml"))
+    values = events(args.events, args.tables)
+    base = (spark.createDataFrame([(v,) for v in values], StructType([StructField("value", BinaryType())]))
+            .repartition(4).persist(StorageLevel.MEMORY_AND_DISK))
+    base.count()
+    record = StructType([StructField("id", StringType()), StructField("event_time", TimestampType()),
+                         StructField("user_id", LongType()), StructField("event_type", StringType()),
+                         StructField("amount", DoubleType()), StructField("payload", StringType())])
+    text = F.col("value").cast("string")
+    route = F.get_json_object(text, "$.event_type")
+
+    def noop(df) -> None:  # type: ignore[no-untyped-def]
+        df.write.format("noop").mode("overwrite").save()
+
+    def inference() -> None:
+        jvm = spark._jvm
+        assert jvm is not None
+        strings = getattr(base.select(text)._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
+        spark._jsparkSession.read().json(strings).schema()
+
+    def one_pass() -> None:
+        routed = base.withColumn("t", route)
+        noop(routed.select("t", *[F.when(F.col("t") == F.lit(f"t{i:02d}"), F.from_json(text, record)).alias(f"c{i}")
+                                  for i in range(args.tables)]))
+
+    def sort_and_cache() -> None:
+        cached = base.withColumn("t", route).sortWithinPartitions("t").persist(StorageLevel.MEMORY_AND_DISK)
+        cached.count()
+        cached.unpersist()
+
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("vanilla: from_json with the table schema", lambda: noop(base.select(F.from_json(text, record)))),
+        ("routing value (get_json_object)", lambda: noop(base.select(route))),
+        ("schema inference (Spark's JSON inference)", inference),
+        (f"one pass: routing value + {args.tables} from_json under CASE", one_pass),
+        ("routing value + sort by table + columnar cache (icetide today)", sort_and_cache),
+    ]
+    rows = []
+    for name, fn in steps:
+        times = []
+        for _ in range(4):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        warm = min(times[1:])
+        rows.append((name, times, warm))
+        print(json.dumps({"step": name, "seconds": [round(x, 3) for x in times]}), flush=True)
+    spark.stop()
+    ref = rows[0][2]
+    m = machine()
+    lines = [
+        "# Fan-out: per-record step costs", "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; Spark {m['spark']} "
+        f"({m['spark_master']}). {args.events:,} events of ~{len(values[0])} B, cached, 4 partitions, "
+        "Spark's `noop` sink (no write), one warm JVM; best of runs 2–4. Produced by "
+        "`python -m benchmarks.fanout.parse_costs`.", "",
+        "| step | runs (s) | best warm (s) | ÷ vanilla parse |", "|---|---|---:|---:|",
+        *[f"| {n} | {' / '.join(f'{x:.2f}' for x in ts)} | {w:.2f} | {w / ref:.2f}× |" for n, ts, w in rows],
+    ]
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
