@@ -661,12 +661,11 @@ class BatchWriter:
         return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges, new.offsets),
                        _not_below(wm, ranges) if wm is not None else None)
 
-    def _finish(self, p: Pending, ts_max: int | None, stats_known: bool = True) -> None:
+    def _finish(self, p: Pending, ts_max: int | None) -> None:
         """After ``p`` committed: remember, mirror and report its watermark."""
         new = p.watermark
         new.committed_at_ms = int(time.time() * 1000)
-        if stats_known:
-            new.kafka_ts_max = ts_max
+        new.kafka_ts_max = ts_max
         self._watermarks[p.table] = new
         self._mirror(p.table, new)
         if self.on_commit is not None:
@@ -699,7 +698,7 @@ class BatchWriter:
         finally:
             inflight.clear(self.spark, where, self.cfg.name)
         ts = stats.get.get("ts_max") if stats is not None else None  # filled in by the write that just finished
-        self._finish(p, int(ts) if ts is not None else None, stats is not None)
+        self._finish(p, int(ts) if ts is not None else None)
         return int(counted.get["n"])
 
     def _location(self, table: str) -> str:
