@@ -3,8 +3,9 @@
 Profiles: ``spark`` (Iceberg runtime, Spark's Kafka source, SQLite JDBC), ``kafka`` (a KRaft
 broker for development and tests), ``rest`` (Iceberg's reference REST catalog server).
 
-icetide's own JVM code (``java/``, one small class) is compiled by :func:`build` against the jars
-pyspark ships and the ``spark`` profile, into ``$ICETIDE_HOME/jars/icetide/icetide-jvm.jar``.
+icetide's own JVM code (``java/``: the multi-table writer and the local file system) is compiled
+by :func:`build` against the jars pyspark ships and the ``spark`` profile, into
+``$ICETIDE_HOME/jars/icetide/icetide-jvm.jar``.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def own_jar() -> Path:
     return jar_dir("icetide") / OWN_JAR
 
 
-def build(quiet: bool = True) -> Path:
+def build() -> Path:
     """Compile icetide's JVM classes into :func:`own_jar` (skipped when the sources are unchanged)."""
     import pyspark
 

@@ -53,7 +53,7 @@ def local_jars() -> list[Path]:
     return [j for j in jvm.jars("spark") if jvm.artifact_name(j) not in shipped]
 
 
-def own_jar() -> list[Path]:
+def icetide_jar() -> list[Path]:
     """icetide's JVM classes (built on first use); empty, with a warning, when no JDK can build them.
 
     Without them ingest still works: every table is then written by its own Spark job.
@@ -86,11 +86,11 @@ def session_conf(cfg: PipelineConfig) -> dict[str, str]:
         conf["spark.driver.memory"] = "4g"
     own: list[Path] = []
     if cfg.spark.jars == "local":
-        own = own_jar()
+        own = icetide_jar()
         conf["spark.jars"] = ",".join(str(j) for j in [*local_jars(), *own])
     elif cfg.spark.jars == "packages":
         conf["spark.jars.packages"] = maven_packages()
-        if own := own_jar():
+        if own := icetide_jar():
             conf["spark.jars"] = str(own[0])
     if own and cfg.spark.master and cfg.spark.master.startswith("local"):
         # Local files (a local warehouse, checkpoints) without a forked `chmod` and a .crc sidecar

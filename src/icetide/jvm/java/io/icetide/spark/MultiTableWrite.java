@@ -179,10 +179,6 @@ public final class MultiTableWrite {
     return new Target(namespace + "." + table, frame, write.toBatch());
   }
 
-  public int size() {
-    return targets.size();
-  }
-
   /** Writes every added table's files in one Spark job; nothing is committed yet. */
   public synchronized void run() {
     if (ran) {
