@@ -57,7 +57,7 @@ def main() -> None:
     spark = build_session(load_config(work / "p.yaml"))
     values = events(args.events, args.tables)
     base = (spark.createDataFrame([(v,) for v in values], StructType([StructField("value", BinaryType())]))
-            .repartition(4).persist(StorageLevel.MEMORY_AND_DISK))
+            .repartition(4).persist(StorageLevel.MEMORY_AND_DISK_DESER))
     base.count()
     record = StructType([StructField("id", StringType()), StructField("event_time", TimestampType()),
                          StructField("user_id", LongType()), StructField("event_type", StringType()),
@@ -80,7 +80,7 @@ def main() -> None:
                                   for i in range(args.tables)]))
 
     def sort_and_cache() -> None:
-        cached = base.withColumn("t", route).sortWithinPartitions("t").persist(StorageLevel.MEMORY_AND_DISK)
+        cached = base.withColumn("t", route).sortWithinPartitions("t").persist(StorageLevel.MEMORY_AND_DISK_DESER)
         cached.count()
         cached.unpersist()
 

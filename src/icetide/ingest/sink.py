@@ -261,7 +261,9 @@ class BatchWriter:
             # Clustered by table, each table's scan of the cache skips the column batches of the
             # others (in-memory partition pruning on the batch min/max of the table column).
             rows = rows.sortWithinPartitions(routing.TABLE)
-        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        # DESER: PySpark's MEMORY_AND_DISK is the *serialized* level; every scan of the cache (one
+        # per table) would Java-deserialize the whole batch again.
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
             return self._process_cached(rows, batch_id, ranges, started)
         finally:
@@ -322,7 +324,7 @@ class BatchWriter:
                 extra.append(cdc.errors(policy.cdc, decode.PARSED))
             parsed = decode.parse(subset, plan.schema, cfg.source.max_value_bytes, extra)
             if policy.cdc is not None:  # unwrapping is costly: the MERGE and the dead letters share it
-                parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+                parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
                 release.append(parsed)
             return parsed
 
@@ -588,13 +590,13 @@ class BatchWriter:
         # Read tombstones through the batch's own session, freshly: its catalog cache is the one
         # the tombstone MERGEs update (another session's cache may hold an older version).
         session = changes.sparkSession
-        changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
+        changes = changes.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
             latest = cdc.latest_per_key(changes, c)
             if c.tombstones and table_exists(session, self.q(tomb)):
                 session.catalog.refreshTable(self.q(tomb))
                 latest = cdc.not_buried(latest, session.table(self.q(tomb)), c)
-            latest = latest.persist(StorageLevel.MEMORY_AND_DISK)
+            latest = latest.persist(StorageLevel.MEMORY_AND_DISK_DESER)
             try:
                 cdc.with_commit_properties(self.spark, tags, lambda: cdc.merge(latest, self.q(table), c))
                 if c.tombstones:  # appended (cheap); readers take the newest delete per key
