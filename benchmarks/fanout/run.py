@@ -10,7 +10,7 @@ properties); icetide writes 20 tables, each committed once per batch. Two regime
 - ``sustained``: a 10-second trigger, as a production stream would run: can each system keep up;
 - ``capacity``: a 0-second trigger (the next batch starts when the last ends): raw processing cost.
 
-    .venv/bin/python -m benchmarks.fanout.run [--events 2000000] [--tables 20] [--regimes sustained,capacity]
+    .venv/bin/python -m benchmarks.fanout.run [--events 4000000] [--tables 20] [--regimes sustained,capacity]
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def fanout_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument("--events", type=int, default=4_000_000)
     ap.add_argument("--tables", type=int, default=20)
     ap.add_argument("--regimes", default="sustained,capacity", help=f"comma-separated, of {sorted(REGIMES)}")
     ap.add_argument("--out", type=Path, default=HERE / "results")

@@ -21,6 +21,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from icetide.spark.session import has_class
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -29,13 +31,7 @@ JVM_CLASS = "io.icetide.spark.MultiTableWrite"
 
 def available(spark: SparkSession) -> bool:
     """Whether icetide's JVM classes are on the session's classpath (see :func:`icetide.jvm.build`)."""
-    jvm = spark._jvm
-    assert jvm is not None
-    try:
-        jvm.java.lang.Class.forName(JVM_CLASS, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
-    except Exception:
-        return False
-    return True
+    return has_class(spark, JVM_CLASS)
 
 
 def frame(rows: DataFrame, good: Column, ts: Column, columns: dict[str, Column], table_schema: StructType

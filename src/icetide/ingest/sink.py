@@ -51,7 +51,7 @@ from icetide.config.models import (
     interval_seconds,
 )
 from icetide.errors import ConfigError
-from icetide.ingest import cdc, checkpoint, decode, evolution, inflight, multi_write, routing
+from icetide.ingest import cdc, checkpoint, decode, evolution, inflight, multi_write, routing, shapes
 from icetide.ingest.offsets import (
     BatchRanges,
     Watermark,
@@ -69,7 +69,7 @@ from icetide.ingest.tables import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -170,6 +170,11 @@ class BatchWriter:
         self._dead_letters_ready = False
         self._batch_log_ready = False
         self._route_counts: dict[str, int] = {}
+        #: The batch's record shapes per table (None: too many, or not fingerprinted), and the
+        #: shapes each table is known to fit: inference only for tables with a new shape.
+        self._batch_shapes: dict[str, frozenset[int] | None] = {}
+        self._shapes = shapes.KnownShapes()
+        self._shape_ok: bool | None = None
         self._locations: dict[str, str] = {}
         self._mirror_every = interval_seconds(cfg.stream.watermark_mirror_interval)
         self._mirrored_at: dict[str, float] = {}
@@ -233,6 +238,7 @@ class BatchWriter:
         self._watermarks.clear()
         self._schemas.clear()
         self._known = None
+        self._shapes.forget()
 
     # -- the batch --------------------------------------------------------------------------
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -257,6 +263,9 @@ class BatchWriter:
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
+        shape = self._shape_column()
+        if shape is not None:  # computed with the routing value, kept in the cache (8 bytes a record)
+            rows = rows.withColumn(shapes.SHAPE, shape)
         if cfg.target.route is not None:
             # Clustered by table, each table's scan of the cache skips the column batches of the
             # others (in-memory partition pruning on the batch min/max of the table column).
@@ -443,6 +452,16 @@ class BatchWriter:
                            max(ts_max) if ts_max else None, classes,
                            {p.table: p.evolved for p in plans if p.evolved}, created, timings)
 
+    def _shape_column(self) -> Column | None:
+        """Each record's shape, when schema evolution needs it and icetide's JVM classes are loaded."""
+        if not self.cfg.target.evolve_schema:
+            return None
+        if self._shape_ok is False:
+            return None
+        col = shapes.column(self.spark, F.col("value"))
+        self._shape_ok = col is not None
+        return col
+
     def _multi_table_write(self) -> bool:
         """Whether routed appends share one Spark job (config, and icetide's JVM classes present)."""
         if self._multi is None:
@@ -464,17 +483,26 @@ class BatchWriter:
     def _admit(self, rows: DataFrame) -> tuple[routing.Admission, int, bool]:
         """Admitted tables of the batch, the number of routing errors, and whether tables were cut off."""
         t = self.cfg.target
+        fingerprinted = shapes.SHAPE in rows.columns
+        seen = F.collect_set(shapes.SHAPE)
+        shape_aggs = [F.size(seen).alias("n_shapes"), F.slice(seen, 1, shapes.MAX_SHAPES).alias("shapes")]
         if t.route is None:
             assert t.table is not None
+            self._batch_shapes = {}
+            if fingerprinted:
+                r = rows.agg(*shape_aggs).first()
+                assert r is not None
+                self._batch_shapes[t.table] = _shape_set(r)
             return routing.Admission(accepted=[t.table]), 0, False
         known = self.known_tables()
         col = F.col(routing.TABLE)
         limit = t.route.max_tables + 2
         # Known tables first, then new ones by name: admission is deterministic when a batch replays.
-        groups = (rows.groupBy(col).count()
+        groups = (rows.groupBy(col).agg(F.count(F.lit(1)).alias("count"), *(shape_aggs if fingerprinted else []))
                   .orderBy(col.isNull().desc(), col.isin(sorted(known)).desc(), col).limit(limit).collect())
         route_errors = sum(int(r["count"]) for r in groups if r[0] is None)
         self._route_counts = {str(r[0]): int(r["count"]) for r in groups if r[0] is not None}
+        self._batch_shapes = {str(r[0]): _shape_set(r) for r in groups if r[0] is not None and fingerprinted}
         routes = [str(r[0]) for r in groups if r[0] is not None]
         admission = routing.admit(routes, known, t, self.reserved)
         return admission, route_errors, len(groups) >= limit
@@ -486,6 +514,9 @@ class BatchWriter:
         known = self.known_tables()
         new = [x for x in tables if x not in known]
         infer_for = list(tables) if t.evolve_schema else [x for x in new if t.policy_for(x).schema_ddl is None]
+        # A known table whose records all have shapes it already fits needs no inference.
+        infer_for = [x for x in infer_for if x not in known or t.policy_for(x).cdc is not None
+                     or not self._shapes.covers(x, self._schema(x), self._batch_shapes.get(x))]
         texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
         inferred = evolution.infer(self.spark, rows, routing.TABLE, infer_for, texts) if infer_for else {}
         plans: list[TablePlan] = []
@@ -518,6 +549,10 @@ class BatchWriter:
                 cond = evolution.rejected_condition(evo)
                 if cond is not None:
                     plan.refused = (cond, evolution.rejected_message(evo, t.max_columns))
+                if cond is None and t.policy_for(table).cdc is None:
+                    self._shapes.settle(table, plan.schema, self._batch_shapes.get(table))
+                else:
+                    self._shapes.forget(table)
             plans.append(plan)
         return plans, created, refused
 
@@ -732,6 +767,13 @@ class BatchWriter:
             except Exception as e:  # the snapshot summaries still hold it
                 log.warning("could not mirror the watermark of %s: %s", table, str(e).splitlines()[0][:200])
 
+
+
+def _shape_set(row: Row) -> frozenset[int] | None:
+    """The shapes of an aggregate row; None when there were more than could be listed."""
+    if row["n_shapes"] > shapes.MAX_SHAPES:
+        return None
+    return frozenset(int(x) for x in row["shapes"])
 
 
 def _scan_ranges(parsed: DataFrame) -> BatchRanges:

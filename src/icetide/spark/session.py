@@ -116,3 +116,14 @@ def build_session(cfg: PipelineConfig) -> SparkSession:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("ICETIDE_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def has_class(spark: SparkSession, name: str) -> bool:
+    """Whether the JVM class ``name`` is on the session's classpath (e.g. icetide's own jar)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    try:
+        jvm.java.lang.Class.forName(name, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+    except Exception:
+        return False
+    return True

@@ -1,0 +1,94 @@
+"""Record shapes: JSON schema inference only for records whose shape a table does not fit yet.
+
+Schema evolution needs to know, every batch, whether a table's records carry anything its schema
+lacks. Spark's JSON inference answers that by reading every record. A stream's records come in few
+shapes (the set of field paths and value kinds, see icetide's JVM class ``io.icetide.spark.JsonShape``),
+and two records of the same shape infer to the same schema. So each record gets its shape's 64-bit
+fingerprint while the batch is routed; once a table's shapes are known to need no change against
+its current schema, a batch made only of those shapes skips inference for that table. A new shape
+(a new field at any depth, an integer too wide, a value of another kind), a schema change, or a
+table where shapes cannot settle (decimal columns, where inference depends on the digits; CDC
+tables, inferred from the unwrapped payload; fields evolution refused) is inferred as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructType
+
+from icetide.spark.session import has_class
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SHAPE = "_icetide_shape"
+JVM_CLASS = "io.icetide.spark.JsonShape"
+#: The fingerprint of a record the JVM could not read (always inferred).
+UNKNOWN = 0
+#: Distinct shapes a table may show in one batch and still settle; beyond that it is inferred.
+MAX_SHAPES = 256
+
+
+def column(spark: SparkSession, value: Column) -> Column | None:
+    """The shape of ``value`` (binary JSON), or None when icetide's JVM classes are not loaded."""
+    if not has_class(spark, JVM_CLASS):
+        return None
+    from pyspark.sql.classic.column import Column as ClassicColumn
+    from pyspark.sql.classic.column import _to_seq
+
+    jvm = spark._jvm
+    assert jvm is not None
+    udf = jvm.io.icetide.spark.JsonShape.udf()
+    return ClassicColumn(udf.apply(_to_seq(spark.sparkContext, [value._jc])))  # type: ignore[attr-defined]
+
+
+def settles(schema: StructType) -> bool:
+    """Whether records of a known shape always infer the same against ``schema`` (no decimals)."""
+    def has_decimal(t: DataType) -> bool:
+        if isinstance(t, DecimalType):
+            return True
+        if isinstance(t, StructType):
+            return any(has_decimal(f.dataType) for f in t.fields)
+        if isinstance(t, ArrayType):
+            return has_decimal(t.elementType)
+        if isinstance(t, MapType):
+            return has_decimal(t.keyType) or has_decimal(t.valueType)
+        return False
+
+    return not has_decimal(schema)
+
+
+@dataclass
+class KnownShapes:
+    """Per table: the schema its shapes were settled against, and those shapes."""
+
+    _known: dict[str, tuple[str, frozenset[int]]] = field(default_factory=dict)
+
+    def covers(self, table: str, schema: StructType, shapes: frozenset[int] | None) -> bool:
+        """True when every shape of the batch is known to need no change to ``schema``."""
+        if shapes is None:  # too many to list, or not fingerprinted
+            return False
+        known = self._known.get(table)
+        return known is not None and known[0] == schema.json() and shapes <= known[1]
+
+    def settle(self, table: str, schema: StructType, shapes: frozenset[int] | None) -> None:
+        """Remember that ``shapes`` fit ``schema`` (the table's schema after this batch's evolution)."""
+        if shapes is None or not settles(schema):
+            self._known.pop(table, None)
+            return
+        shapes = shapes - {UNKNOWN}
+        known = self._known.get(table)
+        if known is not None and known[0] == schema.json():
+            shapes = shapes | known[1]
+        if len(shapes) > 4 * MAX_SHAPES:  # a stream that never settles: start over rather than grow
+            shapes = frozenset()
+        self._known[table] = (schema.json(), frozenset(shapes))
+
+    def forget(self, table: str | None = None) -> None:
+        if table is None:
+            self._known.clear()
+        else:
+            self._known.pop(table, None)

@@ -1,0 +1,118 @@
+"""Record shapes: the JVM fingerprint, and schema inference skipped for batches of known shapes while
+drift (new field, new nested field, wider integer) is still caught. Real Kafka, Spark and Iceberg."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+from icetide.config import load_config
+from icetide.demo.events import create_topic
+from icetide.ingest import evolution, shapes
+from icetide.ingest.runner import Runner
+from tests.conftest import unique
+from tests.routing_helpers import Background, dumps, send, wait_until
+from tests.test_routing import counts, routed_config
+
+BASE = '{"a":1,"b":"x","c":{"d":1.5},"e":[1,2],"f":[{"g":"h"}]}'
+SAME = {
+    "keys reordered": '{"f":[{"g":"i"}],"e":[3],"c":{"d":2.5},"b":"y","a":2}',
+    "longer arrays": '{"a":1,"b":"x","c":{"d":1.5},"e":[1,2,3,4,5],"f":[{"g":"h"},{"g":"j"},{"g":"k"}]}',
+    "single quotes (Spark reads them)": "{'a':7,'b':'q','c':{'d':0.5},'e':[9],'f':[{'g':'z'}]}",
+    "whitespace": ' { "a" : 1 , "b" : "x" , "c" : { "d" : 1.5 } , "e" : [ 1 ] , "f" : [ { "g" : "h" } ] } ',
+}
+DIFFERENT = {
+    "new top-level field": '{"a":1,"b":"x","c":{"d":1.5},"e":[1],"f":[{"g":"h"}],"n":true}',
+    "new nested field": '{"a":1,"b":"x","c":{"d":1.5,"n":1},"e":[1],"f":[{"g":"h"}]}',
+    "new field in an array's struct": '{"a":1,"b":"x","c":{"d":1.5},"e":[1],"f":[{"g":"h","n":1}]}',
+    "integer beyond 32 bits": '{"a":3000000000,"b":"x","c":{"d":1.5},"e":[1],"f":[{"g":"h"}]}',
+    "integer beyond 64 bits": '{"a":30000000000000000000000,"b":"x","c":{"d":1.5},"e":[1],"f":[{"g":"h"}]}',
+    "string for a number": '{"a":"1","b":"x","c":{"d":1.5},"e":[1],"f":[{"g":"h"}]}',
+    "null for a string": '{"a":1,"b":null,"c":{"d":1.5},"e":[1],"f":[{"g":"h"}]}',
+    "fraction in an integer array": '{"a":1,"b":"x","c":{"d":1.5},"e":[1.5],"f":[{"g":"h"}]}',
+    "field missing": '{"a":1,"c":{"d":1.5},"e":[1],"f":[{"g":"h"}]}',
+    "object moved up a level": '{"a":1,"b":"x","c":{},"d":1.5,"e":[1],"f":[{"g":"h"}]}',
+}
+
+
+def test_json_shape_fingerprint(spark) -> None:  # type: ignore[no-untyped-def]
+    values = {"base": BASE, **SAME, **DIFFERENT, "array root": "[1,2]", "number root": "42",
+              "empty": "", "malformed": '{"a":', "trailing text": '{"a":1} {"b":2}'}
+    df = spark.createDataFrame([(k, v.encode()) for k, v in values.items()],
+                               StructType([StructField("k", StringType()), StructField("value", BinaryType())]))
+    col = shapes.column(spark, F.col("value"))
+    assert col is not None, "icetide's JVM classes are not loaded (icetide setup builds them)"
+    got = {r["k"]: r["s"] for r in df.select("k", col.alias("s")).collect()}
+    base = got["base"]
+    assert base not in (None, shapes.UNKNOWN)
+    for name in SAME:
+        assert got[name] == base, name
+    shapes_seen = [got[name] for name in DIFFERENT]
+    for name in DIFFERENT:
+        assert got[name] != base, name
+    assert len(set(shapes_seen)) == len(shapes_seen), "two different shapes share a fingerprint"
+    assert got["array root"] is None and got["number root"] is None and got["empty"] is None
+    assert got["malformed"] == shapes.UNKNOWN and got["trailing text"] == shapes.UNKNOWN
+
+
+def test_inference_is_skipped_for_known_shapes_and_drift_still_evolves(kafka, spark, lake, tmp_path,
+                                                                      monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    ns = unique("shp")
+    topic = f"shp-{ns[4:]}"
+    create_topic(kafka.bootstrap, topic, 2)
+    cfg = load_config(routed_config(kafka, lake, tmp_path, ns, topic))
+    inferred: list[set[str]] = []
+    real_infer = evolution.infer
+
+    def spy(*args: Any, **kwargs: Any) -> Any:  # records which tables each batch inferred, then infers
+        inferred.append({t.split(".")[1] for t in args[3]})
+        return real_infer(*args, **kwargs)
+
+    monkeypatch.setattr(evolution, "infer", spy)
+    rng = random.Random(3)
+    now = datetime.now(UTC)
+    produced: Counter[str] = Counter()
+    seq = iter(range(10**9))
+
+    def records(count: int, kinds: tuple[str, ...], **extra: Any) -> list[bytes]:
+        out = []
+        for _ in range(count):
+            i = next(seq)
+            kind = kinds[i % len(kinds)]
+            rec: dict[str, Any] = {"id": f"r{i}", "kind": kind, "n": rng.randint(0, 1000),
+                                   "ts": (now - timedelta(hours=rng.randint(0, 48))).isoformat(), **extra}
+            produced[kind] += 1
+            out.append(dumps(rec))
+        return out
+
+    def landed() -> bool:
+        c = counts(spark, ns)
+        return all(c.get(k, 0) == n for k, n in produced.items())
+
+    runner = Runner(cfg, spark=spark)
+    with Background(runner):
+        send(kafka.bootstrap, topic, records(400, ("orders", "clicks")), 2)
+        wait_until(landed, 240, "first rows")
+        first = len(inferred)
+        assert first >= 1 and {"orders", "clicks"} <= set().union(*inferred)
+        # the same shapes again: the tables already fit them, no inference
+        send(kafka.bootstrap, topic, records(400, ("orders", "clicks")), 2)
+        wait_until(landed, 240, "rows of known shapes")
+        steady = inferred[first:]
+        assert all(not ({"orders", "clicks"} & s) for s in steady), steady
+        # drift: a nested field for orders only, and an integer beyond 32 bits for clicks
+        mark = len(inferred)
+        send(kafka.bootstrap, topic, records(200, ("orders",), meta={"deep": "yes"}), 2)
+        send(kafka.bootstrap, topic, records(200, ("clicks",), n=5_000_000_000), 2)
+        wait_until(landed, 240, "rows with drift")
+        assert {"orders", "clicks"} <= set().union(*inferred[mark:])
+
+    assert runner.restarts == 0
+    assert counts(spark, ns) == {**dict(produced), "batches": counts(spark, ns)["batches"]}
+    assert spark.sql(f"SELECT count(*) FROM icetide.{ns}.orders WHERE meta.deep = 'yes'").first()[0] == 200
+    assert spark.sql(f"SELECT count(*) FROM icetide.{ns}.clicks WHERE n = 5000000000").first()[0] == 200
