@@ -46,6 +46,7 @@ def main() -> None:
     )
 
     from icetide.config import load_config
+    from icetide.ingest import shapes
     from icetide.spark import build_session
 
     work = Path(tempfile.mkdtemp(prefix="icetide-parse-costs-"))
@@ -84,12 +85,16 @@ def main() -> None:
         cached.count()
         cached.unpersist()
 
+    shape = shapes.column(spark, F.col("value"))
+    assert shape is not None, "icetide's JVM classes are missing: run `icetide setup`"
     steps: list[tuple[str, Callable[[], None]]] = [
         ("vanilla: from_json with the table schema", lambda: noop(base.select(F.from_json(text, record)))),
         ("routing value (get_json_object)", lambda: noop(base.select(route))),
         ("schema inference (Spark's JSON inference)", inference),
+        ("record shape (icetide's JsonShape) and the distinct shapes",
+         lambda: base.agg(F.collect_set(shape)).collect()),
         (f"one pass: routing value + {args.tables} from_json under CASE", one_pass),
-        ("routing value + sort by table + columnar cache (icetide today)", sort_and_cache),
+        ("routing value + sort by table + columnar cache (icetide)", sort_and_cache),
     ]
     rows = []
     for name, fn in steps:

@@ -188,8 +188,9 @@ def write_markdown(r: dict[str, Any], path: Path) -> None:
         lines.append("")
     lines += ["![fan-out](fanout.png)", "", "## Reading the numbers", "",
               f"- icetide routes every event by its `event_type` field to one of {r['tables']} tables, creating "
-              "them in the first batch, with schema evolution on (one JSON-inference pass per batch), the "
-              "offset ledger per table and a per-batch log row; the tables' appends run as one Spark job "
+              "them in the first batch, with schema evolution on (each record's shape fingerprinted; JSON "
+              "inference only for shapes a table is not known to fit), the offset ledger per table and a "
+              "per-batch log row; the tables' appends run as one Spark job "
               "(`stream.multi_table_write`) and are committed 4 at a time (`stream.table_write_parallelism`). "
               "Both systems run with icetide's session settings, including its local file system "
               "(no forked `chmod`, no `.crc` files).",
