@@ -3,6 +3,8 @@ drift (new field, new nested field, wider integer) is still caught. Real Kafka, 
 
 from __future__ import annotations
 
+import json
+import logging
 import random
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -13,7 +15,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from icetide.config import load_config
 from icetide.demo.events import create_topic
-from icetide.ingest import evolution, shapes
+from icetide.ingest import shapes
 from icetide.ingest.runner import Runner
 from tests.conftest import unique
 from tests.routing_helpers import Background, dumps, send, wait_until
@@ -61,19 +63,23 @@ def test_json_shape_fingerprint(spark) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_inference_is_skipped_for_known_shapes_and_drift_still_evolves(kafka, spark, lake, tmp_path,
-                                                                      monkeypatch) -> None:  # type: ignore[no-untyped-def]
+                                                                      caplog) -> None:  # type: ignore[no-untyped-def]
     ns = unique("shp")
     topic = f"shp-{ns[4:]}"
     create_topic(kafka.bootstrap, topic, 2)
     cfg = load_config(routed_config(kafka, lake, tmp_path, ns, topic))
-    inferred: list[set[str]] = []
-    real_infer = evolution.infer
+    caplog.set_level(logging.INFO, logger="icetide")
+    inferred: list[set[str]] = []  # per batch: the tables its event says were inferred
 
-    def spy(*args: Any, **kwargs: Any) -> Any:  # records which tables each batch inferred, then infers
-        inferred.append({t.split(".")[1] for t in args[3]})
-        return real_infer(*args, **kwargs)
-
-    monkeypatch.setattr(evolution, "infer", spy)
+    def batches() -> int:
+        """Once every produced record is in a logged batch event: how many batches there were."""
+        def logged() -> bool:
+            events = [json.loads(r.getMessage()) for r in caplog.records
+                      if r.name == "icetide.ingest.sink" and r.getMessage().startswith('{"event": "batch"')]
+            inferred[:] = [{t.split(".")[1] for t in e["inferred"]} for e in events if e["records"]]
+            return sum(e["records"] for e in events) == sum(produced.values())
+        wait_until(logged, 60, "the batch events")
+        return len(inferred)
     rng = random.Random(3)
     now = datetime.now(UTC)
     produced: Counter[str] = Counter()
@@ -98,18 +104,20 @@ def test_inference_is_skipped_for_known_shapes_and_drift_still_evolves(kafka, sp
     with Background(runner):
         send(kafka.bootstrap, topic, records(400, ("orders", "clicks")), 2)
         wait_until(landed, 240, "first rows")
-        first = len(inferred)
+        first = batches()
         assert first >= 1 and {"orders", "clicks"} <= set().union(*inferred)
         # the same shapes again: the tables already fit them, no inference
         send(kafka.bootstrap, topic, records(400, ("orders", "clicks")), 2)
         wait_until(landed, 240, "rows of known shapes")
+        assert batches() > first
         steady = inferred[first:]
         assert all(not ({"orders", "clicks"} & s) for s in steady), steady
         # drift: a nested field for orders only, and an integer beyond 32 bits for clicks
-        mark = len(inferred)
+        mark = batches()
         send(kafka.bootstrap, topic, records(200, ("orders",), meta={"deep": "yes"}), 2)
         send(kafka.bootstrap, topic, records(200, ("clicks",), n=5_000_000_000), 2)
         wait_until(landed, 240, "rows with drift")
+        batches()
         assert {"orders", "clicks"} <= set().union(*inferred[mark:])
 
     assert runner.restarts == 0

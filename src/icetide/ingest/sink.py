@@ -100,13 +100,14 @@ class BatchResult:
     evolved: dict[str, list[str]] = field(default_factory=dict)
     created: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    inferred: list[str] = field(default_factory=list)  # tables whose records' schema was inferred
 
     def as_event(self, pipeline: str) -> dict[str, object]:
         return {"event": "batch", "pipeline": pipeline, "batch": self.batch, "records": self.records,
                 "written": self.written, "dead_letters": self.dead_letters,
                 "dead_letter_classes": self.dead_letter_classes, "created": self.created,
-                "evolved": self.evolved, "skipped_replayed": self.skipped, "seconds": round(self.seconds, 3),
-                "timings": self.timings}
+                "evolved": self.evolved, "inferred": self.inferred, "skipped_replayed": self.skipped,
+                "seconds": round(self.seconds, 3), "timings": self.timings}
 
 
 @dataclass
@@ -173,6 +174,7 @@ class BatchWriter:
         #: The batch's record shapes per table (None: too many, or not fingerprinted), and the
         #: shapes each table is known to fit: inference only for tables with a new shape.
         self._batch_shapes: dict[str, frozenset[int] | None] = {}
+        self._inferred: list[str] = []  # this batch's tables that went through inference
         self._shapes = shapes.KnownShapes()
         self._shape_ok: bool | None = None
         self._locations: dict[str, str] = {}
@@ -450,7 +452,7 @@ class BatchWriter:
         records = sum(written.values()) + dead
         return BatchResult(batch_id, records, written, dead, skipped, time.monotonic() - started,
                            max(ts_max) if ts_max else None, classes,
-                           {p.table: p.evolved for p in plans if p.evolved}, created, timings)
+                           {p.table: p.evolved for p in plans if p.evolved}, created, timings, self._inferred)
 
     def _shape_column(self) -> Column | None:
         """Each record's shape, when schema evolution needs it and icetide's JVM classes are loaded."""
@@ -517,6 +519,7 @@ class BatchWriter:
         # A known table whose records all have shapes it already fits needs no inference.
         infer_for = [x for x in infer_for if x not in known or t.policy_for(x).cdc is not None
                      or not self._shapes.covers(x, self._schema(x), self._batch_shapes.get(x))]
+        self._inferred = sorted(infer_for)
         texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
         inferred = evolution.infer(self.spark, rows, routing.TABLE, infer_for, texts) if infer_for else {}
         plans: list[TablePlan] = []
