@@ -468,6 +468,12 @@ class StreamSettings(Strict):
         description="With routing, write the appends of all tables of a micro-batch in one Spark job "
         "(each table still commits on its own); false: one Spark job per table",
     )
+    one_pass_write: bool = Field(
+        default=True,
+        description="With routing and multi_table_write, first write the batch's records for existing tables in "
+        "one pass over the batch (no cache), committing each table whose records show only shapes it is known to "
+        "fit; new tables, new shapes and bad records then take the usual two passes. false: always two passes",
+    )
     batch_log_table: TableId | None = Field(
         default="icetide.ingest_batches",
         description="namespace.table keeping per-batch metrics per table (null: log only)",

@@ -57,7 +57,7 @@ def parse(df: DataFrame, schema: StructType, max_value_bytes: int,
     evolution refused, a CDC change without a key, ...); they may refer to the parsed struct.
     """
     app = df.sparkSession.sparkContext.applicationId  # columns are JVM objects of one application
-    parsed, error_class, message = _parse_columns(app, schema.json(), max_value_bytes)
+    parsed, error_class, message = parse_columns(app, schema.json(), max_value_bytes)
     for extra_class, extra_message in extra or []:
         message = F.when(error_class.isNull() & extra_class.isNotNull(), extra_message).otherwise(message)
         error_class = F.coalesce(error_class, extra_class)
@@ -67,16 +67,18 @@ def parse(df: DataFrame, schema: StructType, max_value_bytes: int,
 
 
 @functools.lru_cache(maxsize=512)
-def _parse_columns(app: str, schema_json: str, max_value_bytes: int) -> tuple[Column, Column, Column]:
+def parse_columns(app: str, schema_json: str, max_value_bytes: int, parsed_name: str = PARSED
+                   ) -> tuple[Column, Column, Column]:
     """(parsed struct, error class, error message) for one schema, built once: a fan-out writes many
-    tables per batch, and building these expressions costs hundreds of JVM calls."""
+    tables per batch, and building these expressions costs hundreds of JVM calls. The error columns
+    read the parsed struct from column ``parsed_name``."""
     schema = StructType.fromJson(json.loads(schema_json))
     with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType())])
     text = F.col("value").cast("string")
     parsed = F.from_json(
         text, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     )
-    p = F.col(PARSED)
+    p = F.col(parsed_name)
     error_class = (
         F.when(F.col("value").isNull(), F.lit("null_value"))
         .when(F.length("value") == 0, F.lit("empty_value"))
@@ -85,7 +87,7 @@ def _parse_columns(app: str, schema_json: str, max_value_bytes: int) -> tuple[Co
         .when(p[CORRUPT].isNotNull(), _corrupt_class(text))
     )
     return (F.when(F.length("value") <= max_value_bytes, parsed), error_class,
-            _error_message(text, schema, max_value_bytes))
+            _error_message(text, schema, max_value_bytes, p))
 
 
 def _corrupt_class(text: Column) -> Column:
@@ -97,8 +99,7 @@ def _corrupt_class(text: Column) -> Column:
     )
 
 
-def _error_message(text: Column, schema: StructType, max_value_bytes: int) -> Column:
-    p = F.col(PARSED)
+def _error_message(text: Column, schema: StructType, max_value_bytes: int, p: Column) -> Column:
     mismatched = F.concat_ws(
         ", ",
         *[
@@ -136,9 +137,10 @@ def is_good() -> Column:
     return F.col(ERROR_CLASS).isNull()
 
 
-def good_columns(schema: StructType, kafka_columns: bool) -> dict[str, Column]:
-    """A table's columns from a parsed record: its fields, then the Kafka metadata columns."""
-    cols = {f.name: F.col(PARSED)[f.name] for f in schema.fields}
+def good_columns(schema: StructType, kafka_columns: bool, parsed: str = PARSED) -> dict[str, Column]:
+    """A table's columns from a parsed record (column ``parsed``): its fields, then the Kafka
+    metadata columns."""
+    cols = {f.name: F.col(parsed)[f.name] for f in schema.fields}
     if kafka_columns:
         cols.update({c: F.col(c) for c in KAFKA_COLUMNS[:-1]})
         cols["_kafka_key"] = F.col("_kafka_key").cast("string")

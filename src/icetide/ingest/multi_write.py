@@ -10,6 +10,9 @@ table exactly as before.
 A table whose write needs a shuffle or sort (``write.distribution-mode`` hash/range, a sort
 order, the fan-out writer off), a required column, or rows that do not match it as they are, is
 refused and written by its own Spark job.
+
+Routed mode (:meth:`MultiTableWrite.add_target`, :meth:`MultiTableWrite.run_routed`) takes one
+frame holding every table's rows; see :mod:`icetide.ingest.one_pass`.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class MultiTableWrite:
     def __init__(self, spark: SparkSession) -> None:
         jvm = spark._jvm
         assert jvm is not None
+        self._jvm: Any = jvm
+        self._gateway: Any = spark.sparkContext._gateway
         self._j: Any = jvm.io.icetide.spark.MultiTableWrite(spark._jsparkSession)
 
     def add(self, catalog: str, table: str, frame: DataFrame, properties: dict[str, str]) -> str | None:
@@ -67,6 +72,34 @@ class MultiTableWrite:
         options = {f"snapshot-property.{k}": v for k, v in properties.items()}
         reason = self._j.add(catalog, namespace, name, frame._jdf, options)
         return None if reason is None else str(reason)
+
+    def add_target(self, catalog: str, table: str, row_schema: StructType, properties: dict[str, str]
+                   ) -> str | None:
+        """Add ``table`` to a routed job, its rows being ``row_schema``; the reason if it cannot be."""
+        namespace, name = table.split(".", 1)
+        options = {f"snapshot-property.{k}": v for k, v in properties.items()}
+        reason = self._j.addTarget(catalog, namespace, name, self._struct(row_schema), options)
+        return None if reason is None else str(reason)
+
+    def _struct(self, schema: StructType) -> Any:
+        return self._jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json())
+
+    def run_routed(self, frame: DataFrame, order: list[str], max_shapes: int) -> None:
+        """Write the tables of ``order`` from one frame, (idx, good, ts, shape, one row struct per
+        table), in one job (nothing is committed)."""
+        names = self._gateway.new_array(self._jvm.java.lang.String, len(order))
+        for i, t in enumerate(order):
+            names[i] = t
+        self._j.runRouted(frame._jdf, names, max_shapes)
+
+    def unrouted(self) -> int:
+        """Rows of the routed job that named none of its tables."""
+        return int(self._j.unrouted())
+
+    def shapes(self, table: str) -> frozenset[int] | None:
+        """The record shapes of ``table``'s rows in the routed job; None when there were too many."""
+        s = self._j.shapes(table)
+        return None if s is None else frozenset(int(x) for x in s)
 
     def run(self) -> None:
         """Write every added table's files in one job (nothing is committed)."""

@@ -74,6 +74,11 @@ class KnownShapes:
         known = self._known.get(table)
         return known is not None and known[0] == schema.json() and shapes <= known[1]
 
+    def knows(self, table: str, schema: StructType) -> bool:
+        """Whether some shapes are known to fit ``schema`` for ``table``."""
+        known = self._known.get(table)
+        return known is not None and known[0] == schema.json()
+
     def settle(self, table: str, schema: StructType, shapes: frozenset[int] | None) -> None:
         """Remember that ``shapes`` fit ``schema`` (the table's schema after this batch's evolution)."""
         if shapes is None or not settles(schema):

@@ -51,7 +51,7 @@ from icetide.config.models import (
     interval_seconds,
 )
 from icetide.errors import ConfigError
-from icetide.ingest import cdc, checkpoint, decode, evolution, inflight, multi_write, routing, shapes
+from icetide.ingest import cdc, checkpoint, decode, evolution, inflight, multi_write, one_pass, routing, shapes
 from icetide.ingest.offsets import (
     BatchRanges,
     Watermark,
@@ -141,6 +141,19 @@ class TablePlan:
     evolved: list[str] = field(default_factory=list)
 
 
+class Laps:
+    """Seconds per phase of one batch (``timings`` in the batch event)."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._clock = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.timings[name] = round(now - self._clock, 3)
+        self._clock = now
+
+
 @dataclass
 class Pending:
     """A table's commit for one batch: the watermark it will hold, its snapshot tags, and (when a
@@ -183,6 +196,7 @@ class BatchWriter:
         self._unmirrored: dict[str, Watermark] = {}
         self._watermarks: dict[str, Watermark | None] = {}
         self._multi: bool | None = None
+        self._recent: dict[str, int] = {}  # catalog.namespace.table → the last batch committed to it
         self._alone: dict[str, str] = {}  # table → why the multi-table job refused it (logged once)
         self.counters = PipelineCounters()
         self.on_commit = on_commit
@@ -268,6 +282,12 @@ class BatchWriter:
         shape = self._shape_column()
         if shape is not None:  # computed with the routing value, kept in the cache (8 bytes a record)
             rows = rows.withColumn(shapes.SHAPE, shape)
+        lap = Laps()
+        done = self._one_pass(rows, batch_id, ranges, lap)
+        if done is not None and not done.rest:
+            return BatchResult(batch_id, sum(done.committed.values()), done.committed, 0, [],
+                               time.monotonic() - started, max(done.ts_max) if done.ts_max else None,
+                               timings=lap.timings)
         if cfg.target.route is not None:
             # Clustered by table, each table's scan of the cache skips the column batches of the
             # others (in-memory partition pruning on the batch min/max of the table column).
@@ -276,22 +296,98 @@ class BatchWriter:
         # per table) would Java-deserialize the whole batch again.
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
-            return self._process_cached(rows, batch_id, ranges, started)
+            return self._process_cached(rows, batch_id, ranges, started, lap, done)
         finally:
             rows.unpersist()
 
-    def _process_cached(self, rows: DataFrame, batch_id: int, ranges: BatchRanges,
-                        started: float) -> BatchResult:
+    def _one_pass(self, rows: DataFrame, batch_id: int, ranges: BatchRanges, lap: Laps) -> one_pass.Result | None:
+        """Write the records of recently written tables in one pass (see :mod:`icetide.ingest.one_pass`);
+        None when no table qualifies."""
+        cfg, t = self.cfg, self.cfg.target
+        if t.route is None or not cfg.stream.one_pass_write or not self._multi_table_write():
+            return None
+        if t.evolve_schema and shapes.SHAPE not in rows.columns:
+            return None
+        candidates = [x for x in sorted(self.known_tables())
+                      if batch_id - self._recent.get(self.q(x), batch_id - one_pass.RECENT_BATCHES - 1)
+                      <= one_pass.RECENT_BATCHES
+                      and t.policy_for(x).cdc is None
+                      and (not t.evolve_schema or self._shapes.knows(x, self._schema(x)))]
+        if not candidates:
+            return None
+        job = multi_write.MultiTableWrite(self.spark)
+
+        def add(table: str) -> Pending | None:
+            pending = self._begin(self.q(table), batch_id, ranges)
+            if pending is None or pending.keep is not None:  # a replay: the usual path sorts it out
+                return None
+            reason = job.add_target(self.catalog, table, self._full_schema(table), pending.tags)
+            if reason is not None:
+                if self._alone.get(table) != reason:
+                    log.info("%s is written by its own Spark job: %s", table, reason)
+                    self._alone[table] = reason
+                return None
+            return pending
+
+        staged = {x: p for x, p in zip(candidates, self._parallel(add, candidates), strict=True) if p is not None}
+        if not staged:
+            return None
+        order = sorted(staged)
+        targets = [one_pass.Target(x, self._schema(x), self._full_schema(x)) for x in order]
+        frame = one_pass.frame(rows, targets, t.kafka_metadata_columns, cfg.source.max_value_bytes)
+        lap("one_pass_plan")
+        since = self.in_flight_since_ms or int(time.time() * 1000)
+        for x in order:
+            inflight.mark(self.spark, self._location(self.q(x)), cfg.name, self.run_id, since)
+        try:
+            log.info("writing batch %s to %d tables in one pass", batch_id, len(order))
+            job.run_routed(frame, order, shapes.MAX_SHAPES)
+        except BaseException:
+            for x in order:
+                inflight.clear(self.spark, self._location(self.q(x)), cfg.name)
+            raise
+        lap("one_pass_job")
+        result = one_pass.Result(rest=job.unrouted() > 0)
+        ready: list[str] = []
+        for x in order:
+            w = job.written(x)
+            fits = not t.evolve_schema or self._shapes.covers(x, self._schema(x), job.shapes(x))
+            if w.good + w.bad > 0 and fits:
+                ready.append(x)
+                continue
+            job.abort(x)  # no record, or a shape the table may not fit: the usual path infers it
+            inflight.clear(self.spark, self._location(self.q(x)), cfg.name)
+            result.rest = result.rest or w.good + w.bad > 0
+
+        def commit(table: str) -> multi_write.Written:
+            log.info("committing batch %s to %s", batch_id, table)
+            try:
+                job.commit(table)
+            finally:
+                inflight.clear(self.spark, self._location(self.q(table)), cfg.name)
+            w = job.written(table)
+            self._finish(staged[table], w.ts_max)
+            return w
+
+        for x, w in zip(ready, self._parallel(commit, ready), strict=True):
+            result.committed[x] = w.good
+            if w.ts_max is not None:
+                result.ts_max.append(w.ts_max)
+            if w.bad:
+                result.with_bad.append(x)
+                result.rest = True
+        lap("one_pass_commit")
+        return result
+
+    def _process_cached(self, batch: DataFrame, batch_id: int, ranges: BatchRanges,
+                        started: float, lap: Laps, done: one_pass.Result | None) -> BatchResult:
         cfg = self.cfg
         table_col = F.col(routing.TABLE)
-        clock = time.monotonic()
-        timings: dict[str, float] = {}
-
-        def lap(name: str) -> None:
-            nonlocal clock
-            now = time.monotonic()
-            timings[name] = round(now - clock, 3)
-            clock = now
+        timings = lap.timings
+        # What the one pass committed is done, except for its records that failed (dead letters).
+        rows = batch
+        if done is not None and done.committed:
+            rows = batch.where(table_col.isNull() | ~table_col.isin(sorted(done.committed)))
 
         admission, route_errors, overflow = self._admit(rows)
         lap("admit")
@@ -436,6 +532,12 @@ class BatchWriter:
         self._parallel(write, alone)
 
         lap("write")
+        if done is not None:
+            written.update(done.committed)
+            ts_max.extend(done.ts_max)
+            for x in done.with_bad:
+                parsed = decode.parse(batch.where(table_col == F.lit(x)), self._schema(x), cfg.source.max_value_bytes)
+                bad_frames.append(decode.dead_letter_rows(parsed.where(~decode.is_good()), cfg.name, F.lit(x)))
         if admission_needs_dead_letters:
             flagged = rows.withColumn("_e", route_error).withColumn("_m", route_message).where(F.col("_e").isNotNull())
             bad_frames.append(decode.dead_letter_rows(flagged, cfg.name, table_col, "_e", "_m"))
@@ -707,6 +809,7 @@ class BatchWriter:
         new.committed_at_ms = int(time.time() * 1000)
         new.kafka_ts_max = ts_max
         self._watermarks[p.table] = new
+        self._recent[p.table] = new.batch
         self._mirror(p.table, new)
         if self.on_commit is not None:
             self.on_commit(p.table, new)

@@ -3,6 +3,7 @@ package io.icetide.spark;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
@@ -30,6 +31,7 @@ import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.types.BooleanType$;
+import org.apache.spark.sql.types.IntegerType$;
 import org.apache.spark.sql.types.LongType$;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
@@ -49,6 +51,12 @@ import scala.reflect.ClassTag$;
  * {@code ts} (long, nullable: the maximum is reported) and {@code row} (a struct with exactly the
  * table's columns, in order). A table whose write needs a distribution or ordering (Spark would
  * shuffle or sort) is refused by {@link #add}; the caller writes it the usual way.
+ *
+ * <p>Routed mode ({@link #addTarget} then {@link #runRouted}): one frame holds the rows of every
+ * table, and each task hands each row to the writer of the table its {@code idx} column names.
+ * The batch is read once, with no cache and no scan per table; each task reports, per table, the
+ * record shapes it saw (see {@link JsonShape}), so the caller can refuse to commit a table whose
+ * records carry something its schema lacks, and how many rows named no table here.
  */
 public final class MultiTableWrite {
   private final SparkSession spark;
@@ -63,18 +71,20 @@ public final class MultiTableWrite {
   /** One table's write: its frame, its connector write and, after {@link #run}, its results. */
   private static final class Target {
     final String name;
-    final Dataset<Row> frame;
+    final Dataset<Row> frame; // null in routed mode
+    final int width;
     final BatchWrite batchWrite;
     final List<WriterCommitMessage> messages = new ArrayList<>();
     long good;
     long bad;
-    long files;
     long tsMax = Long.MIN_VALUE;
+    HashSet<Long> shapes = new HashSet<>(); // null once more than maxShapes were seen
     boolean done;
 
-    Target(String name, Dataset<Row> frame, BatchWrite batchWrite) {
+    Target(String name, Dataset<Row> frame, int width, BatchWrite batchWrite) {
       this.name = name;
       this.frame = frame;
+      this.width = width;
       this.batchWrite = batchWrite;
     }
   }
@@ -82,20 +92,24 @@ public final class MultiTableWrite {
   /** What one task reports back to the driver. */
   private static final class TaskResult implements Serializable {
     private static final long serialVersionUID = 1L;
-    final int target;
+    final int target; // -1: the rows that named no table here
     final WriterCommitMessage message;
     final long good;
     final long bad;
     final long tsMax;
+    final long[] shapes; // null: too many
 
-    TaskResult(int target, WriterCommitMessage message, long good, long bad, long tsMax) {
+    TaskResult(int target, WriterCommitMessage message, long good, long bad, long tsMax, long[] shapes) {
       this.target = target;
       this.message = message;
       this.good = good;
       this.bad = bad;
       this.tsMax = tsMax;
+      this.shapes = shapes;
     }
   }
+
+  private long unrouted = 0;
 
   /**
    * Adds a table to the job.
@@ -105,7 +119,22 @@ public final class MultiTableWrite {
    */
   public String add(
       String catalog, String namespace, String table, Dataset<Row> frame, Map<String, String> options) {
-    Object made = prepare(catalog, namespace, table, frame, options);
+    Object made = prepare(catalog, namespace, table, checkFrame(frame), frame, options);
+    return register(made);
+  }
+
+  /**
+   * Adds a table to a routed job ({@link #runRouted}); {@code rowSchema} is the struct its rows
+   * will have (the table's columns, in order).
+   *
+   * @return null when added, else why the table cannot be written here
+   */
+  public String addTarget(
+      String catalog, String namespace, String table, StructType rowSchema, Map<String, String> options) {
+    return register(prepare(catalog, namespace, table, rowSchema, null, options));
+  }
+
+  private String register(Object made) {
     if (made instanceof String) {
       return (String) made;
     }
@@ -123,12 +152,7 @@ public final class MultiTableWrite {
     return null;
   }
 
-  /** A {@link Target}, or why the table cannot be written here. Safe to call from many threads. */
-  private Object prepare(
-      String catalog, String namespace, String table, Dataset<Row> frame, Map<String, String> options) {
-    if (ran) {
-      throw new IllegalStateException("the job already ran");
-    }
+  private static StructType checkFrame(Dataset<Row> frame) {
     StructType schema = frame.schema();
     if (schema.fields().length != 3
         || !(schema.fields()[0].dataType() instanceof BooleanType$)
@@ -137,7 +161,20 @@ public final class MultiTableWrite {
       throw new IllegalArgumentException(
           "frame must have columns (good boolean, ts long, row struct), not " + schema.simpleString());
     }
-    StructType rowSchema = (StructType) schema.fields()[2].dataType();
+    return (StructType) schema.fields()[2].dataType();
+  }
+
+  /** A {@link Target}, or why the table cannot be written here. Safe to call from many threads. */
+  private Object prepare(
+      String catalog,
+      String namespace,
+      String table,
+      StructType rowSchema,
+      Dataset<Row> frame,
+      Map<String, String> options) {
+    if (ran) {
+      throw new IllegalStateException("the job already ran");
+    }
     CatalogPlugin plugin = spark.sessionState().catalogManager().catalog(catalog);
     if (!(plugin instanceof TableCatalog)) {
       return "catalog " + catalog + " is not a table catalog";
@@ -176,7 +213,7 @@ public final class MultiTableWrite {
         return "the table asks for a write ordering (sort order, or fan-out writer off)";
       }
     }
-    return new Target(namespace + "." + table, frame, write.toBatch());
+    return new Target(namespace + "." + table, frame, rowSchema.fields().length, write.toBatch());
   }
 
   /** Writes every added table's files in one Spark job; nothing is committed yet. */
@@ -187,6 +224,11 @@ public final class MultiTableWrite {
     ran = true;
     if (targets.isEmpty()) {
       return;
+    }
+    for (Target t : targets) {
+      if (t.frame == null) {
+        throw new IllegalStateException(t.name + " was added for a routed job: use runRouted");
+      }
     }
     int n = targets.size();
     int[] starts = new int[n + 1];
@@ -202,7 +244,7 @@ public final class MultiTableWrite {
       int parts = rdds[i].getNumPartitions();
       starts[i + 1] = starts[i] + parts;
       factories[i] = t.batchWrite.createBatchWriterFactory(new PhysicalWriteInfoImpl(parts));
-      widths[i] = ((StructType) t.frame.schema().fields()[2].dataType()).fields().length;
+      widths[i] = t.width;
     }
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     JavaRDD<InternalRow> all = jsc.union(rdds);
@@ -216,13 +258,208 @@ public final class MultiTableWrite {
       abortAll();
       throw e;
     }
+    collectResults(results, Integer.MAX_VALUE);
+  }
+
+  private void collectResults(List<TaskResult> results, int maxShapes) {
     for (TaskResult r : results) {
+      if (r.target < 0) {
+        unrouted += r.good;
+        continue;
+      }
       Target t = targets.get(r.target);
-      t.messages.add(r.message);
+      if (r.message != null) {
+        t.messages.add(r.message);
+      }
       t.good += r.good;
       t.bad += r.bad;
       t.tsMax = Math.max(t.tsMax, r.tsMax);
+      if (r.shapes == null) {
+        t.shapes = null;
+      } else if (t.shapes != null) {
+        for (long s : r.shapes) {
+          t.shapes.add(s);
+        }
+        if (t.shapes.size() > maxShapes) {
+          t.shapes = null;
+        }
+      }
     }
+  }
+
+  /**
+   * Writes the rows of every added table from one frame in one Spark job; nothing is committed.
+   *
+   * @param frame columns {@code idx} (int: the position in {@code order} of the row's table; null
+   *     or out of range: the row is only counted, see {@link #unrouted}), {@code good} (boolean),
+   *     {@code ts} (long), {@code shape} (long, nullable), then one struct per table of {@code
+   *     order}, in that order (only the row's own table's struct is read)
+   * @param order the tables (namespace.table, each added with {@link #addTarget})
+   * @param maxShapes how many distinct shapes a table may report before it reports "too many"
+   */
+  public synchronized void runRouted(Dataset<Row> frame, String[] order, int maxShapes) {
+    if (ran) {
+      throw new IllegalStateException("the job already ran");
+    }
+    ran = true;
+    StructType schema = frame.schema();
+    int n = order.length;
+    if (n != targets.size()) {
+      throw new IllegalArgumentException(
+          "order names " + n + " tables, but " + targets.size() + " were added");
+    }
+    if (schema.fields().length != 4 + n
+        || !(schema.fields()[0].dataType() instanceof IntegerType$)
+        || !(schema.fields()[1].dataType() instanceof BooleanType$)
+        || !(schema.fields()[2].dataType() instanceof LongType$)
+        || !(schema.fields()[3].dataType() instanceof LongType$)) {
+      throw new IllegalArgumentException(
+          "frame must have columns (idx int, good boolean, ts long, shape long, one struct per table), not "
+              + schema.simpleString());
+    }
+    List<Target> ordered = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      Target t = target(order[i]);
+      if (!(schema.fields()[4 + i].dataType() instanceof StructType)
+          || ((StructType) schema.fields()[4 + i].dataType()).fields().length != t.width) {
+        throw new IllegalArgumentException("column " + (4 + i) + " does not hold " + t.name + "'s rows");
+      }
+      ordered.add(t);
+    }
+    targets.clear();
+    targets.addAll(ordered);
+    JavaRDD<InternalRow> rdd =
+        JavaRDD.fromRDD(frame.queryExecution().toRdd(), ClassTag$.MODULE$.apply(InternalRow.class));
+    int parts = rdd.getNumPartitions();
+    DataWriterFactory[] factories = new DataWriterFactory[n];
+    int[] widths = new int[n];
+    for (int i = 0; i < n; i++) {
+      factories[i] = targets.get(i).batchWrite.createBatchWriterFactory(new PhysicalWriteInfoImpl(parts));
+      widths[i] = targets.get(i).width;
+    }
+    List<TaskResult> results;
+    try {
+      results =
+          rdd.mapPartitionsWithIndex(
+                  (index, rows) -> writeRouted(index, rows, factories, widths, maxShapes), false)
+              .collect();
+    } catch (RuntimeException e) {
+      abortAll();
+      throw e;
+    }
+    collectResults(results, maxShapes);
+  }
+
+  @SuppressWarnings("unchecked")
+  private static Iterator<TaskResult> writeRouted(
+      int index,
+      Iterator<InternalRow> rows,
+      DataWriterFactory[] factories,
+      int[] widths,
+      int maxShapes) throws Exception {
+    int n = factories.length;
+    DataWriter<InternalRow>[] writers = new DataWriter[n];
+    long[] good = new long[n];
+    long[] bad = new long[n];
+    long[] tsMax = new long[n];
+    java.util.Arrays.fill(tsMax, Long.MIN_VALUE);
+    boolean[] seen = new boolean[n];
+    HashSet<Long>[] shapes = new HashSet[n];
+    for (int i = 0; i < n; i++) {
+      shapes[i] = new HashSet<>();
+    }
+    long other = 0;
+    long attempt = TaskContext.get().taskAttemptId();
+    try {
+      while (rows.hasNext()) {
+        InternalRow row = rows.next();
+        int t = row.isNullAt(0) ? -1 : row.getInt(0);
+        if (t < 0 || t >= n) {
+          other++;
+          continue;
+        }
+        seen[t] = true;
+        if (!row.isNullAt(2)) {
+          tsMax[t] = Math.max(tsMax[t], row.getLong(2));
+        }
+        if (!row.isNullAt(3) && shapes[t] != null && shapes[t].add(row.getLong(3))
+            && shapes[t].size() > maxShapes) {
+          shapes[t] = null;
+        }
+        if (!row.isNullAt(1) && row.getBoolean(1)) {
+          if (writers[t] == null) {
+            writers[t] = factories[t].createWriter(index, attempt);
+          }
+          writers[t].write(row.getStruct(4 + t, widths[t]));
+          good[t]++;
+        } else {
+          bad[t]++;
+        }
+      }
+      List<TaskResult> out = new ArrayList<>();
+      for (int t = 0; t < n; t++) {
+        if (!seen[t]) {
+          continue;
+        }
+        WriterCommitMessage message = writers[t] == null ? null : writers[t].commit();
+        long[] s = null;
+        if (shapes[t] != null) {
+          s = new long[shapes[t].size()];
+          int k = 0;
+          for (long v : shapes[t]) {
+            s[k++] = v;
+          }
+        }
+        out.add(new TaskResult(t, message, good[t], bad[t], tsMax[t], s));
+      }
+      out.add(new TaskResult(-1, null, other, 0, Long.MIN_VALUE, new long[0]));
+      return out.iterator();
+    } catch (Throwable e) {
+      for (DataWriter<InternalRow> w : writers) {
+        if (w != null) {
+          try {
+            w.abort();
+          } catch (Throwable suppressed) {
+            e.addSuppressed(suppressed);
+          }
+        }
+      }
+      throw e;
+    } finally {
+      for (DataWriter<InternalRow> w : writers) {
+        if (w != null) {
+          w.close();
+        }
+      }
+    }
+  }
+
+  /** Rows of the routed job whose {@code idx} named no table of it. */
+  public long unrouted() {
+    return unrouted;
+  }
+
+  /** The distinct shapes of {@code table}'s rows in the routed job; null when there were too many. */
+  public long[] shapes(String table) {
+    HashSet<Long> s = target(table).shapes;
+    if (s == null) {
+      return null;
+    }
+    long[] out = new long[s.size()];
+    int k = 0;
+    for (long v : s) {
+      out[k++] = v;
+    }
+    return out;
+  }
+
+  /** Tables added so far (namespace.table), in the order they were added. */
+  public synchronized String[] names() {
+    String[] out = new String[targets.size()];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = targets.get(i).name;
+    }
+    return out;
   }
 
   private static Iterator<TaskResult> writePartition(
@@ -257,7 +494,7 @@ public final class MultiTableWrite {
         }
       }
       WriterCommitMessage message = writer == null ? null : writer.commit();
-      return Collections.singletonList(new TaskResult(t, message, good, bad, tsMax)).iterator();
+      return Collections.singletonList(new TaskResult(t, message, good, bad, tsMax, new long[0])).iterator();
     } catch (Throwable e) {
       if (writer != null) {
         try {
@@ -322,8 +559,11 @@ public final class MultiTableWrite {
     }
   }
 
-  /** Drops {@code table}'s written files uncommitted (Iceberg deletes them when it can tell they
-   * are unreferenced; otherwise orphan cleanup does). */
+  /**
+   * Drops {@code table}'s written files uncommitted. Iceberg's abort deletes files only after a
+   * failed commit, so the files the tasks reported are deleted here; a file that cannot be is left
+   * to orphan cleanup.
+   */
   public void abort(String table) {
     Target t = target(table);
     synchronized (t) {
@@ -333,5 +573,37 @@ public final class MultiTableWrite {
       t.done = true;
     }
     t.batchWrite.abort(t.messages.toArray(new WriterCommitMessage[0]));
+    org.apache.hadoop.conf.Configuration conf = spark.sessionState().newHadoopConf();
+    for (WriterCommitMessage m : t.messages) {
+      for (String path : filesOf(m)) {
+        try {
+          org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(path);
+          p.getFileSystem(conf).delete(p, false);
+        } catch (Exception e) {
+          // unreferenced either way: orphan cleanup removes it
+        }
+      }
+    }
+  }
+
+  /** The locations of the data files in an Iceberg task's commit message (none if unknown). */
+  static List<String> filesOf(WriterCommitMessage message) {
+    List<String> out = new ArrayList<>();
+    if (message == null) {
+      return out;
+    }
+    try {
+      java.lang.reflect.Method files = message.getClass().getDeclaredMethod("files");
+      files.setAccessible(true);
+      Object[] found = (Object[]) files.invoke(message);
+      for (Object f : found == null ? new Object[0] : found) {
+        java.lang.reflect.Method location = f.getClass().getMethod("location");
+        location.setAccessible(true);
+        out.add(String.valueOf(location.invoke(f)));
+      }
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      // not an Iceberg message: nothing to delete
+    }
+    return out;
   }
 }

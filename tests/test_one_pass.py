@@ -1,0 +1,101 @@
+"""Steady fan-out batches are written in one pass over the batch; anything the pass cannot settle (a
+new shape, bad records, a new table, a bad routing value) still lands exactly once through the usual
+path, and the files of a table the pass aborted are gone. Real Kafka, Spark and Iceberg."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import Counter
+from typing import Any
+
+from icetide.config import load_config
+from icetide.demo.events import create_topic
+from icetide.ingest.runner import Runner
+from tests.conftest import unique
+from tests.routing_helpers import Background, dumps, send, wait_until
+from tests.test_routing import counts, routed_config
+
+
+def test_steady_batches_take_one_pass_and_the_rest_still_lands(kafka, spark, lake, tmp_path,
+                                                                caplog) -> None:  # type: ignore[no-untyped-def]
+    ns = unique("op")
+    topic = f"op-{ns[3:]}"
+    create_topic(kafka.bootstrap, topic, 2)
+    cfg = load_config(routed_config(kafka, lake, tmp_path, ns, topic))
+    caplog.set_level(logging.INFO, logger="icetide")
+    produced: Counter[str] = Counter()
+    ids: dict[str, list[str]] = {}
+    seq = iter(range(10**9))
+
+    def record(kind: str, **fields: Any) -> bytes:
+        i = f"r{next(seq)}"
+        produced[kind] += 1
+        ids.setdefault(kind, []).append(i)
+        return dumps({"id": i, "kind": kind, "n": 7, "ts": "2026-11-26T10:00:00Z", **fields})
+
+    def events() -> list[dict[str, Any]]:
+        return [json.loads(r.getMessage()) for r in caplog.records
+                if r.name == "icetide.ingest.sink" and r.getMessage().startswith('{"event": "batch"')]
+
+    def landed(dead: int) -> bool:
+        return (sum(e["records"] for e in events()) == sum(produced.values()) + dead
+                and all(counts(spark, ns).get(k, 0) == n for k, n in produced.items()))
+
+    runner = Runner(cfg, spark=spark)
+    with Background(runner):
+        send(kafka.bootstrap, topic, [record(k) for k in ("orders", "clicks", "views") * 200], 2)
+        wait_until(lambda: landed(0), 240, "the first rows")
+        first = len(events())
+        send(kafka.bootstrap, topic, [record(k) for k in ("orders", "clicks", "views") * 200], 2)
+        wait_until(lambda: landed(0), 240, "rows of known shapes")
+        steady = [e for e in events()[first:] if e["records"]]
+        assert steady, "no batch after the first"
+        for e in steady:  # written in one pass: no routing pass, no cache, no inference
+            assert "one_pass_job" in e["timings"] and "admit" not in e["timings"], e["timings"]
+        assert {t.split(".")[1] for e in steady for t in e["written"]} == {"orders", "clicks", "views"}
+
+        mark = len(events())
+        mixed = (
+            [record("orders", meta={"deep": "yes"}) for _ in range(100)]  # a new nested field
+            + [record("clicks") for _ in range(100)] + [record("views") for _ in range(100)]
+            + [dumps({"id": "bad", "kind": "clicks", "n": "seven"}) for _ in range(50)]  # type mismatch
+            + [record("refunds") for _ in range(100)]  # a new table
+            + [dumps({"id": "bad", "kind": "../x"}) for _ in range(20)]  # a hostile routing value
+            + [b'{"id": "bad", "kind": "clicks", ' for _ in range(20)]  # malformed JSON
+        )
+        send(kafka.bootstrap, topic, mixed, 2)
+        wait_until(lambda: landed(90), 240, "the mixed rows and 90 dead letters")
+        later = [e for e in events()[mark:] if e["records"]]
+
+    assert runner.restarts == 0
+    # Each later batch tried the one pass first (the three tables were written recently) ...
+    assert all("one_pass_job" in e["timings"] for e in later), [e["timings"] for e in later]
+    # ... and what it could not settle went through the usual path: orders' new shape was inferred
+    # there, refunds created, the bad records dead-lettered.
+    assert any("admit" in e["timings"] for e in later)
+    assert any(f"{ns}.orders" in e["inferred"] for e in later)
+    assert any(f"{ns}.refunds" in e["created"] for e in later)
+    assert sum(e["dead_letters"] for e in later) == 90
+
+    c = counts(spark, ns)
+    assert {k: c[k] for k in produced} == dict(produced)
+    for kind, want in ids.items():
+        got = [r[0] for r in spark.sql(f"SELECT id FROM icetide.{ns}.{kind}").collect()]
+        assert len(got) == len(set(got)) and set(got) == set(want), f"{kind}: lost or duplicated rows"
+    assert spark.sql(f"SELECT count(*) FROM icetide.{ns}.orders WHERE meta.deep = 'yes'").first()[0] == 100
+    classes = {(r[0], r[1]): r[2] for r in spark.sql(
+        f"SELECT error_class, target_table, count(*) FROM icetide.{ns}.dead_letters GROUP BY 1, 2").collect()}
+    assert classes == {("type_mismatch", f"{ns}.clicks"): 50, ("invalid_route", None): 20,
+                       ("malformed_json", None): 20}, classes
+
+    # The one pass wrote orders' mixed batch with the old schema, then aborted it: no file of it is
+    # left behind, and every data file on disk is one the table references.
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED icetide.{ns}.orders").where("col_name = 'Location'").first()[1]
+    root = location.removeprefix("file:")
+    on_disk = {os.path.join(d, f) for d, _, fs in os.walk(os.path.join(root, "data"))
+               for f in fs if f.endswith(".parquet")}
+    referenced = {r[0].removeprefix("file:") for r in spark.sql(
+        f"SELECT file_path FROM icetide.{ns}.orders.all_data_files").collect()}
+    assert on_disk and on_disk == referenced, on_disk ^ referenced
