@@ -360,7 +360,7 @@ class BatchWriter:
             result.rest = result.rest or w.good + w.bad > 0
 
         def commit(table: str) -> multi_write.Written:
-            log.info("committing batch %s to %s", batch_id, table)
+            log.info("committing batch %s to %s", batch_id, self.q(table))
             try:
                 job.commit(table)
             finally:
