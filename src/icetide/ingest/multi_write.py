@@ -84,13 +84,15 @@ class MultiTableWrite:
     def _struct(self, schema: StructType) -> Any:
         return self._jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json())
 
-    def run_routed(self, frame: DataFrame, order: list[str], max_shapes: int) -> None:
-        """Write the tables of ``order`` from one frame, (idx, good, ts, shape, one row struct per
-        table), in one job (nothing is committed)."""
+    def run_routed(self, frame: DataFrame, order: list[str], struct_of: list[int], max_shapes: int) -> None:
+        """Write the tables of ``order`` from one frame (idx, good, ts, shape, row structs) in one job;
+        table ``order[i]``'s rows are in row struct ``struct_of[i]``. Nothing is committed."""
         names = self._gateway.new_array(self._jvm.java.lang.String, len(order))
-        for i, t in enumerate(order):
+        columns = self._gateway.new_array(self._jvm.int, len(order))
+        for i, (t, c) in enumerate(zip(order, struct_of, strict=True)):
             names[i] = t
-        self._j.runRouted(frame._jdf, names, max_shapes)
+            columns[i] = c
+        self._j.runRouted(frame._jdf, names, columns, max_shapes)
 
     def unrouted(self) -> int:
         """Rows of the routed job that named none of its tables."""

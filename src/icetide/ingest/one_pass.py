@@ -35,6 +35,9 @@ IDX = "_icetide_idx"
 #: A table must have been written within this many batches to be a target of the one pass: a
 #: target costs a table load and a write builder per batch even when no record goes to it.
 RECENT_BATCHES = 20
+#: At most this many targets (the most recently written): each task keeps a writer open per table
+#: it meets, so a wider fan-out leaves its least recent tables to the usual path.
+MAX_TARGETS = 64
 
 
 @dataclass
@@ -54,26 +57,30 @@ class Target:
     full_schema: StructType  # every column of the table, in order
 
 
-def frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, max_value_bytes: int) -> DataFrame:
+def frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, max_value_bytes: int
+          ) -> tuple[DataFrame, list[int]]:
     """``rows`` (routed, with ``_kafka_*`` and ``value``) as the frame ``runRouted`` takes:
-    (idx, good, ts, shape, one row struct per target)."""
+    (idx, good, ts, shape, row structs), and which row struct holds each target's rows. Targets
+    with the same columns share a parse and a row struct (a fan-out by tenant or topic often
+    writes many tables of one schema)."""
     app = rows.sparkSession.sparkContext.applicationId
     key = tuple((t.table, t.schema.json(), t.full_schema.json()) for t in targets)
-    idx, parses, out = _columns(app, key, kafka_columns, max_value_bytes)
+    idx, parses, out, struct_of = _columns(app, key, kafka_columns, max_value_bytes)
     shape = F.col(shapes.SHAPE) if shapes.SHAPE in rows.columns else F.lit(None).cast("long")
     base = [F.col(c) for c in decode.KAFKA_COLUMNS] + [F.col("value"), F.col(shapes.SHAPE)]
     # Projections in steps: each record's parse (only its own table's) is computed once, then read
     # by its error checks and its row struct (Spark does not merge projections that would repeat it).
-    return (rows.select(*base[:-1], shape.alias(shapes.SHAPE), idx)
-            .select(*base, F.col(IDX), *parses).select(*out))
+    framed = (rows.select(*base[:-1], shape.alias(shapes.SHAPE), idx)
+              .select(*base, F.col(IDX), *parses).select(*out))
+    return framed, struct_of
 
 
 @functools.lru_cache(maxsize=64)
 def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: bool, max_value_bytes: int
-             ) -> tuple[Column, list[Column], list[Column]]:
-    """(table index, per-table parses, output columns) for one list of targets, built once
-    (hundreds of JVM calls)."""
-    # app is part of the cache key: columns are JVM objects of one application
+             ) -> tuple[Column, list[Column], list[Column], list[int]]:
+    """(table index, parses, output columns, row struct per target) for one list of targets, built
+    once (hundreds of JVM calls). ``app`` is part of the key: columns are JVM objects of one
+    application."""
     table = F.col(routing.TABLE)
     idx_expr: Column | None = None
     for i, (name, _, _) in enumerate(key):
@@ -81,23 +88,29 @@ def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: boo
                     else idx_expr.when(table == F.lit(name), F.lit(i)))
     assert idx_expr is not None
     idx = F.col(IDX)
-    stage1: list[Column] = []
-    stage2: list[Column] = [idx]
-    good: Column | None = None
-    rows: list[Column] = []
+    groups: dict[tuple[str, str], list[int]] = {}
     for i, (_, schema_json, full_json) in enumerate(key):
-        name = f"_icetide_p{i}"
+        groups.setdefault((schema_json, full_json), []).append(i)
+    struct_of = [0] * len(key)
+    parses: list[Column] = []
+    good: Column | None = None
+    structs: list[Column] = []
+    for g, ((schema_json, full_json), members) in enumerate(groups.items()):
+        for i in members:
+            struct_of[i] = g
+        mine = idx.isNotNull() if len(groups) == 1 else idx.isin(members)
+        name = f"_icetide_p{g}"
         schema = StructType.fromJson(json.loads(schema_json))
         full = StructType.fromJson(json.loads(full_json))
         parsed, error_class, _ = decode.parse_columns(app, schema_json, max_value_bytes, name)
-        stage1.append(F.when(idx == F.lit(i), parsed).alias(name))
+        parses.append(F.when(mine, parsed).alias(name))
         ok = error_class.isNull()
-        good = F.when(idx == F.lit(i), ok) if good is None else good.when(idx == F.lit(i), ok)
+        good = F.when(mine, ok) if good is None else good.when(mine, ok)
         cols = decode.good_columns(schema, kafka_columns, name)
         row = F.struct(*[(cols[f.name] if f.name in cols else F.lit(None).cast(f.dataType)).alias(f.name)
                          for f in full.fields])
-        rows.append(F.when(idx == F.lit(i), row).alias(f"_icetide_r{i}"))
+        structs.append(F.when(mine, row).alias(f"_icetide_r{g}"))
     assert good is not None
-    stage2 += [good.alias("good"), F.unix_millis("_kafka_timestamp").alias("ts"),
-               F.col(shapes.SHAPE).cast("long").alias("shape"), *rows]
-    return idx_expr.cast("int").alias(IDX), stage1, stage2
+    out = [idx, good.alias("good"), F.unix_millis("_kafka_timestamp").alias("ts"),
+           F.col(shapes.SHAPE).cast("long").alias("shape"), *structs]
+    return idx_expr.cast("int").alias(IDX), parses, out, struct_of

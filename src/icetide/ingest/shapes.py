@@ -14,7 +14,7 @@ tables, inferred from the unwrapped payload; fields evolution refused) is inferr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
 from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructType
@@ -32,16 +32,23 @@ UNKNOWN = 0
 MAX_SHAPES = 256
 
 
+#: Per Spark application: the JVM UDF, or None when icetide's classes are not loaded.
+_UDFS: dict[str, Any] = {}
+
+
 def column(spark: SparkSession, value: Column) -> Column | None:
     """The shape of ``value`` (binary JSON), or None when icetide's JVM classes are not loaded."""
-    if not has_class(spark, JVM_CLASS):
+    app = spark.sparkContext.applicationId
+    if app not in _UDFS:  # looked up once per application, not per batch
+        jvm = spark._jvm
+        assert jvm is not None
+        _UDFS[app] = jvm.io.icetide.spark.JsonShape.udf() if has_class(spark, JVM_CLASS) else None
+    udf = _UDFS[app]
+    if udf is None:
         return None
     from pyspark.sql.classic.column import Column as ClassicColumn
     from pyspark.sql.classic.column import _to_seq
 
-    jvm = spark._jvm
-    assert jvm is not None
-    udf = jvm.io.icetide.spark.JsonShape.udf()
     return ClassicColumn(udf.apply(_to_seq(spark.sparkContext, [value._jc])))  # type: ignore[attr-defined]
 
 

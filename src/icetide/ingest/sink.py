@@ -315,6 +315,8 @@ class BatchWriter:
                       and (not t.evolve_schema or self._shapes.knows(x, self._schema(x)))]
         if not candidates:
             return None
+        if len(candidates) > one_pass.MAX_TARGETS:
+            candidates = sorted(sorted(candidates, key=lambda x: -self._recent[self.q(x)])[:one_pass.MAX_TARGETS])
         job = multi_write.MultiTableWrite(self.spark)
 
         def add(table: str) -> Pending | None:
@@ -334,14 +336,14 @@ class BatchWriter:
             return None
         order = sorted(staged)
         targets = [one_pass.Target(x, self._schema(x), self._full_schema(x)) for x in order]
-        frame = one_pass.frame(rows, targets, t.kafka_metadata_columns, cfg.source.max_value_bytes)
+        frame, struct_of = one_pass.frame(rows, targets, t.kafka_metadata_columns, cfg.source.max_value_bytes)
         lap("one_pass_plan")
         since = self.in_flight_since_ms or int(time.time() * 1000)
         for x in order:
             inflight.mark(self.spark, self._location(self.q(x)), cfg.name, self.run_id, since)
         try:
             log.info("writing batch %s to %d tables in one pass", batch_id, len(order))
-            job.run_routed(frame, order, shapes.MAX_SHAPES)
+            job.run_routed(frame, order, struct_of, shapes.MAX_SHAPES)
         except BaseException:
             for x in order:
                 inflight.clear(self.spark, self._location(self.q(x)), cfg.name)

@@ -292,37 +292,44 @@ public final class MultiTableWrite {
    *
    * @param frame columns {@code idx} (int: the position in {@code order} of the row's table; null
    *     or out of range: the row is only counted, see {@link #unrouted}), {@code good} (boolean),
-   *     {@code ts} (long), {@code shape} (long, nullable), then one struct per table of {@code
-   *     order}, in that order (only the row's own table's struct is read)
+   *     {@code ts} (long), {@code shape} (long, nullable), then the row structs: tables with the
+   *     same columns share one (only the row's own table's struct is read)
    * @param order the tables (namespace.table, each added with {@link #addTarget})
+   * @param structOf for each table of {@code order}, which row struct holds its rows (0 = the
+   *     frame's fifth column)
    * @param maxShapes how many distinct shapes a table may report before it reports "too many"
    */
-  public synchronized void runRouted(Dataset<Row> frame, String[] order, int maxShapes) {
+  public synchronized void runRouted(Dataset<Row> frame, String[] order, int[] structOf, int maxShapes) {
     if (ran) {
       throw new IllegalStateException("the job already ran");
     }
     ran = true;
     StructType schema = frame.schema();
     int n = order.length;
-    if (n != targets.size()) {
+    if (n != targets.size() || structOf.length != n) {
       throw new IllegalArgumentException(
-          "order names " + n + " tables, but " + targets.size() + " were added");
+          "order names " + n + " tables and structOf " + structOf.length + ", but " + targets.size()
+              + " were added");
     }
-    if (schema.fields().length != 4 + n
+    if (schema.fields().length < 5
         || !(schema.fields()[0].dataType() instanceof IntegerType$)
         || !(schema.fields()[1].dataType() instanceof BooleanType$)
         || !(schema.fields()[2].dataType() instanceof LongType$)
         || !(schema.fields()[3].dataType() instanceof LongType$)) {
       throw new IllegalArgumentException(
-          "frame must have columns (idx int, good boolean, ts long, shape long, one struct per table), not "
+          "frame must have columns (idx int, good boolean, ts long, shape long, row structs), not "
               + schema.simpleString());
     }
     List<Target> ordered = new ArrayList<>();
+    int[] columns = new int[n];
     for (int i = 0; i < n; i++) {
       Target t = target(order[i]);
-      if (!(schema.fields()[4 + i].dataType() instanceof StructType)
-          || ((StructType) schema.fields()[4 + i].dataType()).fields().length != t.width) {
-        throw new IllegalArgumentException("column " + (4 + i) + " does not hold " + t.name + "'s rows");
+      columns[i] = 4 + structOf[i];
+      if (columns[i] < 4
+          || columns[i] >= schema.fields().length
+          || !(schema.fields()[columns[i]].dataType() instanceof StructType)
+          || ((StructType) schema.fields()[columns[i]].dataType()).fields().length != t.width) {
+        throw new IllegalArgumentException("column " + columns[i] + " does not hold " + t.name + "'s rows");
       }
       ordered.add(t);
     }
@@ -341,7 +348,8 @@ public final class MultiTableWrite {
     try {
       results =
           rdd.mapPartitionsWithIndex(
-                  (index, rows) -> writeRouted(index, rows, factories, widths, maxShapes), false)
+                  (index, rows) -> writeRouted(index, rows, factories, columns, widths, maxShapes),
+                  false)
               .collect();
     } catch (RuntimeException e) {
       abortAll();
@@ -355,6 +363,7 @@ public final class MultiTableWrite {
       int index,
       Iterator<InternalRow> rows,
       DataWriterFactory[] factories,
+      int[] columns,
       int[] widths,
       int maxShapes) throws Exception {
     int n = factories.length;
@@ -390,7 +399,7 @@ public final class MultiTableWrite {
           if (writers[t] == null) {
             writers[t] = factories[t].createWriter(index, attempt);
           }
-          writers[t].write(row.getStruct(4 + t, widths[t]));
+          writers[t].write(row.getStruct(columns[t], widths[t]));
           good[t]++;
         } else {
           bad[t]++;
