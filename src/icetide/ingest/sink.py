@@ -335,6 +335,9 @@ class BatchWriter:
         if not staged:
             return None
         order = sorted(staged)
+        tasks = max(1, -(-sum(end - start for start, end in ranges.ranges.values()) // one_pass.ROWS_PER_TASK))
+        if tasks < len(ranges.ranges):  # the Kafka source reads one task per topic partition
+            rows = rows.coalesce(tasks)
         targets = [one_pass.Target(x, self._schema(x), self._full_schema(x)) for x in order]
         frame, struct_of = one_pass.frame(rows, targets, t.kafka_metadata_columns, cfg.source.max_value_bytes)
         lap("one_pass_plan")
