@@ -38,6 +38,7 @@ def main() -> None:
     from pyspark.sql.types import (
         BinaryType,
         DoubleType,
+        IntegerType,
         LongType,
         StringType,
         StructField,
@@ -46,16 +47,18 @@ def main() -> None:
     )
 
     from icetide.config import load_config
-    from icetide.ingest import shapes
+    from icetide.ingest import decode, one_pass, routing, shapes
     from icetide.spark import build_session
 
     work = Path(tempfile.mkdtemp(prefix="icetide-parse-costs-"))
     (work / "p.yaml").write_text(yaml.safe_dump({
         "name": "parse-costs", "source": {"bootstrap_servers": "127.0.0.1:9", "topics": ["unused"]},
         "catalog": {"type": "jdbc", "uri": f"jdbc:sqlite:{work / 'c.db'}", "warehouse": str(work / "wh")},
-        "target": {"table": "p.unused"}, "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "6g"}},
+        "target": {"route": {"by": "field", "name": "event_type", "table": "p.{value}"}},
+        "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "6g"}},
         "stream": {"checkpoint_location": str(work / "ckpt")}}))
-    spark = build_session(load_config(work / "p.yaml"))
+    cfg = load_config(work / "p.yaml")
+    spark = build_session(cfg)
     values = events(args.events, args.tables)
     base = (spark.createDataFrame([(v,) for v in values], StructType([StructField("value", BinaryType())]))
             .repartition(4).persist(StorageLevel.MEMORY_AND_DISK_DESER))
@@ -75,7 +78,7 @@ def main() -> None:
         strings = getattr(base.select(text)._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
         spark._jsparkSession.read().json(strings).schema()
 
-    def one_pass() -> None:
+    def case_parse() -> None:
         routed = base.withColumn("t", route)
         noop(routed.select("t", *[F.when(F.col("t") == F.lit(f"t{i:02d}"), F.from_json(text, record)).alias(f"c{i}")
                                   for i in range(args.tables)]))
@@ -87,14 +90,34 @@ def main() -> None:
 
     shape = shapes.column(spark, F.col("value"))
     assert shape is not None, "icetide's JVM classes are missing: run `icetide setup`"
+
+    def one_pass_frame(distinct: bool) -> Callable[[], None]:
+        """icetide's one-pass frame (routing, shape, parse, row structs) over Kafka-like rows."""
+        kafka_like = base.select(F.lit("bench").alias("topic"), F.lit(0).alias("partition"),
+                                 F.lit(0).cast("long").alias("offset"), F.current_timestamp().alias("timestamp"),
+                                 F.lit(None).cast("binary").alias("key"), "value")
+        routed = routing.with_route(decode.with_kafka_columns(kafka_like), cfg.target, set(), 1_000_000)
+        routed = routed.withColumn(shapes.SHAPE, shape)
+        meta = [StructField(c, t) for c, t in (("_kafka_topic", StringType()), ("_kafka_partition", IntegerType()),
+                                               ("_kafka_offset", LongType()), ("_kafka_timestamp", TimestampType()),
+                                               ("_kafka_key", StringType()))]
+        targets = []
+        for i in range(args.tables):
+            schema = StructType([*record.fields, *([StructField(f"x{i}", StringType())] if distinct else [])])
+            targets.append(one_pass.Target(f"p.t{i:02d}", schema, StructType([*schema.fields, *meta])))
+        frame, _ = one_pass.frame(routed, targets, True, 1_000_000)
+        return lambda: noop(frame)
     steps: list[tuple[str, Callable[[], None]]] = [
         ("vanilla: from_json with the table schema", lambda: noop(base.select(F.from_json(text, record)))),
         ("routing value (get_json_object)", lambda: noop(base.select(route))),
         ("schema inference (Spark's JSON inference)", inference),
         ("record shape (icetide's JsonShape) and the distinct shapes",
          lambda: base.agg(F.collect_set(shape)).collect()),
-        (f"one pass: routing value + {args.tables} from_json under CASE", one_pass),
-        ("routing value + sort by table + columnar cache (icetide)", sort_and_cache),
+        (f"one pass: routing value + {args.tables} from_json under CASE", case_parse),
+        ("routing value + sort by table + columnar cache (icetide's two-pass path)", sort_and_cache),
+        (f"icetide's one-pass frame: routing, shape, parse; {args.tables} tables of one schema",
+         one_pass_frame(False)),
+        (f"icetide's one-pass frame: {args.tables} tables of {args.tables} schemas", one_pass_frame(True)),
     ]
     rows = []
     for name, fn in steps:

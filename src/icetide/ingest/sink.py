@@ -12,7 +12,9 @@ commits. Per batch:
 4. append everything that could not be written to the dead-letter table, with the reason;
 5. append the batch's figures to ``stream.batch_log_table``.
 
-The batch is cached once (memory, spilling to disk), so Kafka is read once per batch.
+The batch is cached once (memory, spilling to disk), so Kafka is read once per batch. With routing,
+a batch whose tables exist and whose record shapes are known is first written in one pass with no
+cache (:mod:`icetide.ingest.one_pass`); steps 1–5 then run only on what that pass left.
 """
 
 from __future__ import annotations
