@@ -16,8 +16,9 @@ from icetide.catalog import check_reachable
 from icetide.config.models import PipelineConfig
 from icetide.errors import CheckpointMismatchError, IcetideError
 from icetide.ingest import checkpoint, source
+from icetide.ingest.batch_log import PipelineCounters
 from icetide.ingest.offsets import Watermark, resume_offsets
-from icetide.ingest.sink import BatchWriter, PipelineCounters
+from icetide.ingest.sink import BatchWriter
 from icetide.ingest.tables import table_exists
 from icetide.spark import build_session
 

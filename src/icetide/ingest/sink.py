@@ -26,7 +26,6 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import reduce
 from typing import TYPE_CHECKING, TypeVar
 
@@ -34,14 +33,8 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    DoubleType,
-    LongType,
-    StringType,
     StructField,
     StructType,
-    TimestampType,
     _parse_datatype_string,
 )
 
@@ -54,6 +47,7 @@ from icetide.config.models import (
 )
 from icetide.errors import ConfigError
 from icetide.ingest import cdc, checkpoint, decode, evolution, inflight, multi_write, one_pass, routing, shapes
+from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
 from icetide.ingest.offsets import (
     BatchRanges,
     Watermark,
@@ -80,59 +74,6 @@ R = TypeVar("R")
 #: With routing, each table's share of a batch is written by one task per this many records.
 ROWS_PER_WRITE_TASK = 200_000
 
-BATCH_LOG_SCHEMA = StructType([
-    StructField("pipeline", StringType()), StructField("run", StringType()), StructField("batch", LongType()),
-    StructField("table_name", StringType()), StructField("records_written", LongType()),
-    StructField("dead_letters", LongType()), StructField("evolutions", ArrayType(StringType())),
-    StructField("created", BooleanType()), StructField("dead_letter_classes", StringType()),
-    StructField("batch_seconds", DoubleType()), StructField("logged_at", TimestampType()),
-])
-
-
-@dataclass
-class BatchResult:
-    batch: int
-    records: int
-    written: dict[str, int]
-    dead_letters: int
-    skipped: list[str]
-    seconds: float
-    kafka_ts_max: int | None
-    dead_letter_classes: dict[str, int] = field(default_factory=dict)
-    evolved: dict[str, list[str]] = field(default_factory=dict)
-    created: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
-    inferred: list[str] = field(default_factory=list)  # tables whose records' schema was inferred
-
-    def as_event(self, pipeline: str) -> dict[str, object]:
-        return {"event": "batch", "pipeline": pipeline, "batch": self.batch, "records": self.records,
-                "written": self.written, "dead_letters": self.dead_letters,
-                "dead_letter_classes": self.dead_letter_classes, "created": self.created,
-                "evolved": self.evolved, "inferred": self.inferred, "skipped_replayed": self.skipped,
-                "seconds": round(self.seconds, 3), "timings": self.timings}
-
-
-@dataclass
-class PipelineCounters:
-    """Totals since the process started (exported as metrics, shown on shutdown)."""
-
-    batches: int = 0
-    records: int = 0
-    written: int = 0
-    dead_letters: int = 0
-    last: BatchResult | None = None
-    per_table: dict[str, int] = field(default_factory=dict)
-
-    def add(self, r: BatchResult) -> None:
-        self.batches += 1
-        self.records += r.records
-        self.written += sum(v for k, v in r.written.items())
-        self.dead_letters += r.dead_letters
-        for k, v in r.written.items():
-            self.per_table[k] = self.per_table.get(k, 0) + v
-        self.last = r
-
-
 @dataclass
 class TablePlan:
     """One routed table of one batch: its record schema and the fields evolution refused."""
@@ -141,19 +82,6 @@ class TablePlan:
     schema: StructType
     refused: tuple[Column, Column] | None = None
     evolved: list[str] = field(default_factory=list)
-
-
-class Laps:
-    """Seconds per phase of one batch (``timings`` in the batch event)."""
-
-    def __init__(self) -> None:
-        self.timings: dict[str, float] = {}
-        self._clock = time.monotonic()
-
-    def __call__(self, name: str) -> None:
-        now = time.monotonic()
-        self.timings[name] = round(now - self._clock, 3)
-        self._clock = now
 
 
 @dataclass
@@ -184,7 +112,7 @@ class BatchWriter:
         self._full_schemas: dict[str, StructType] = {}  # namespace.table → every column, in order
         self._known: set[str] | None = None  # tables that exist in the target namespaces
         self._dead_letters_ready = False
-        self._batch_log_ready = False
+        self._batch_log = BatchLog(spark, cfg, run_id)
         self._route_counts: dict[str, int] = {}
         #: The batch's record shapes per table (None: too many, or not fingerprinted), and the
         #: shapes each table is known to fit: inference only for tables with a new shape.
@@ -272,7 +200,7 @@ class BatchWriter:
         if result is not None:
             self.counters.add(result)
             log.info(json.dumps(result.as_event(self.cfg.name)))
-            self._log_batch(result)
+            self._batch_log.append(result)
 
     def _process(self, df: DataFrame, batch_id: int, started: float) -> BatchResult | None:
         cfg = self.cfg
@@ -766,28 +694,6 @@ class BatchWriter:
             evo = evolution.Evolution(added=[(evolution.Path((f.name,)), f.dataType) for f in missing])
             evolution.apply(self.spark, self.q(table), have, evo)
         self._dead_letters_ready = True
-
-    def _log_batch(self, r: BatchResult) -> None:
-        """Keep the batch's figures in ``stream.batch_log_table`` (never fails the stream)."""
-        table = self.cfg.stream.batch_log_table
-        if not table:
-            return
-        now = datetime.now(UTC).replace(tzinfo=None)
-        rows = [(self.cfg.name, self.run_id, r.batch, t, n, 0, r.evolved.get(t, []), t in r.created,
-                 "{}", r.seconds, now) for t, n in sorted(r.written.items())]
-        if r.dead_letters:
-            rows.append((self.cfg.name, self.run_id, r.batch, self.cfg.dead_letter.table, 0, r.dead_letters, [],
-                         False, json.dumps(r.dead_letter_classes, sort_keys=True), r.seconds, now))
-        if not rows:
-            return
-        try:
-            if not self._batch_log_ready:  # one catalog lookup per run, not per batch
-                ensure_table(self.spark, self.catalog, table, BATCH_LOG_SCHEMA, ["days(logged_at)"],
-                             {**STREAMING_TABLE_DEFAULTS})
-                self._batch_log_ready = True
-            self.spark.createDataFrame(rows, BATCH_LOG_SCHEMA).writeTo(self.q(table)).append()
-        except Exception as e:  # figures are a convenience; the data is committed
-            log.warning("could not append to %s: %s", table, str(e).splitlines()[0][:300])
 
     def _ranges(self, batch_id: int, parsed: DataFrame) -> BatchRanges:
         """The batch's offsets from Spark's offset log; a scan of the batch only as a fallback."""

@@ -1,0 +1,127 @@
+"""Per-batch figures: the batch event, the counters since start, and the rows kept in
+``stream.batch_log_table``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from icetide.config.models import STREAMING_TABLE_DEFAULTS, PipelineConfig
+from icetide.ingest.tables import ensure_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+BATCH_LOG_SCHEMA = StructType([
+    StructField("pipeline", StringType()), StructField("run", StringType()), StructField("batch", LongType()),
+    StructField("table_name", StringType()), StructField("records_written", LongType()),
+    StructField("dead_letters", LongType()), StructField("evolutions", ArrayType(StringType())),
+    StructField("created", BooleanType()), StructField("dead_letter_classes", StringType()),
+    StructField("batch_seconds", DoubleType()), StructField("logged_at", TimestampType()),
+])
+
+
+@dataclass
+class BatchResult:
+    batch: int
+    records: int
+    written: dict[str, int]
+    dead_letters: int
+    skipped: list[str]
+    seconds: float
+    kafka_ts_max: int | None
+    dead_letter_classes: dict[str, int] = field(default_factory=dict)
+    evolved: dict[str, list[str]] = field(default_factory=dict)
+    created: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    inferred: list[str] = field(default_factory=list)  # tables whose records' schema was inferred
+
+    def as_event(self, pipeline: str) -> dict[str, object]:
+        return {"event": "batch", "pipeline": pipeline, "batch": self.batch, "records": self.records,
+                "written": self.written, "dead_letters": self.dead_letters,
+                "dead_letter_classes": self.dead_letter_classes, "created": self.created,
+                "evolved": self.evolved, "inferred": self.inferred, "skipped_replayed": self.skipped,
+                "seconds": round(self.seconds, 3), "timings": self.timings}
+
+
+@dataclass
+class PipelineCounters:
+    """Totals since the process started (exported as metrics, shown on shutdown)."""
+
+    batches: int = 0
+    records: int = 0
+    written: int = 0
+    dead_letters: int = 0
+    last: BatchResult | None = None
+    per_table: dict[str, int] = field(default_factory=dict)
+
+    def add(self, r: BatchResult) -> None:
+        self.batches += 1
+        self.records += r.records
+        self.written += sum(v for k, v in r.written.items())
+        self.dead_letters += r.dead_letters
+        for k, v in r.written.items():
+            self.per_table[k] = self.per_table.get(k, 0) + v
+        self.last = r
+
+
+class Laps:
+    """Seconds per phase of one batch (``timings`` in the batch event)."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._clock = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.timings[name] = round(now - self._clock, 3)
+        self._clock = now
+
+
+class BatchLog:
+    """The rows of ``stream.batch_log_table``: one per table written and one for the dead letters."""
+
+    def __init__(self, spark: SparkSession, cfg: PipelineConfig, run_id: str) -> None:
+        self.spark = spark
+        self.cfg = cfg
+        self.run_id = run_id
+        self._ready = False
+
+    def append(self, r: BatchResult) -> None:
+        """Keep the batch's figures in ``stream.batch_log_table`` (never fails the stream)."""
+        table = self.cfg.stream.batch_log_table
+        if not table:
+            return
+        now = datetime.now(UTC).replace(tzinfo=None)
+        rows = [(self.cfg.name, self.run_id, r.batch, t, n, 0, r.evolved.get(t, []), t in r.created,
+                 "{}", r.seconds, now) for t, n in sorted(r.written.items())]
+        if r.dead_letters:
+            rows.append((self.cfg.name, self.run_id, r.batch, self.cfg.dead_letter.table, 0, r.dead_letters, [],
+                         False, json.dumps(r.dead_letter_classes, sort_keys=True), r.seconds, now))
+        if not rows:
+            return
+        try:
+            if not self._ready:  # one catalog lookup per run, not per batch
+                ensure_table(self.spark, self.cfg.catalog.name, table, BATCH_LOG_SCHEMA, ["days(logged_at)"],
+                             {**STREAMING_TABLE_DEFAULTS})
+                self._ready = True
+            self.spark.createDataFrame(rows, BATCH_LOG_SCHEMA).writeTo(f"{self.cfg.catalog.name}.{table}").append()
+        except Exception as e:  # figures are a convenience; the data is committed
+            log.warning("could not append to %s: %s", table, str(e).splitlines()[0][:300])
