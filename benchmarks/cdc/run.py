@@ -69,7 +69,7 @@ def worker(system: str, cfg_path: Path) -> dict[str, Any]:
     assert cfg.target.table is not None
     table = f"{cfg.catalog.name}.{cfg.target.table}"
     if system.startswith("icetide"):
-        from icetide.ingest.runner import Runner
+        from icetide.app.runner import Runner
 
         runner = Runner(cfg, spark=spark)
         runner.run(duration=3600, until_idle=True)

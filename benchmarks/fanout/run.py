@@ -66,8 +66,8 @@ def fanout_config(bootstrap: str, topic: str, ns: str, work: Path, trigger: str 
 
 
 def fanout_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
+    from icetide.app.runner import Runner
     from icetide.config import load_config
-    from icetide.ingest.runner import Runner
     from icetide.ingest.tables import list_tables
     from icetide.spark import build_session
 

@@ -68,7 +68,7 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
     started = time.time()
     cpu0 = jvm_cpu_seconds(spark)
     if system == "icetide":
-        from icetide.ingest.runner import Runner
+        from icetide.app.runner import Runner
 
         runner = Runner(cfg, spark=spark)
         if ready_file:

@@ -33,3 +33,19 @@ class TransientError(IcetideError):
     """A failure that may succeed when retried (commit conflicts, broker hiccups)."""
 
     terminal = False
+
+
+# What Iceberg says when a commit lost an optimistic-concurrency race or failed validation against a
+# concurrent commit (the text of the JVM exception as it reaches Python): retrying on fresh metadata
+# can succeed. Classified here once, for maintenance's rewrites and ingest's MERGEs alike.
+_CONFLICT_MARKERS = ("CommitFailedException", "ValidationException", "found new position delete",
+                     "Cannot commit", "conflict", "CommitStateUnknownException", "Missing required files to delete",
+                     "Found conflicting files", "found new delete")
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    """True when ``exc`` is a commit conflict with a concurrent writer (transient: retry the commit)."""
+    if isinstance(exc, IcetideError):
+        return not exc.terminal
+    text = str(exc)
+    return any(m in text for m in _CONFLICT_MARKERS)

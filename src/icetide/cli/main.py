@@ -11,7 +11,7 @@ import click
 from rich.table import Table
 
 from icetide import __version__, jvm
-from icetide.cli.output import (
+from icetide.app.output import (
     console,
     emit_json,
     handle_errors,
@@ -109,7 +109,7 @@ def check(config_path: Path) -> None:
 @handle_errors
 def run(config_path: Path, duration: float | None, until_idle: bool) -> None:
     """Run the pipeline: Kafka → Iceberg, exactly once, until SIGTERM/SIGINT."""
-    from icetide.ingest.runner import run_until_stopped
+    from icetide.app.runner import run_until_stopped
 
     _, summary = run_until_stopped(load_config(config_path), duration, until_idle)
     console.print(f"stopped ({summary.stopped_by}): {summary.describe()}")
@@ -121,7 +121,7 @@ def run(config_path: Path, duration: float | None, until_idle: bool) -> None:
 @handle_errors
 def offsets(config_path: Path, output: str) -> None:
     """Which Kafka offsets each table of the pipeline holds (from the tables themselves)."""
-    from icetide.ingest.runner import table_watermarks
+    from icetide.app.runner import table_watermarks
     from icetide.ingest.sink import BatchWriter
     from icetide.spark import build_session
 

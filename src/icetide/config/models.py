@@ -21,10 +21,10 @@ from pydantic import (
     model_validator,
 )
 
+from icetide.config.policy import MaintenancePolicy
+from icetide.config.thresholds import HealthThresholds
 from icetide.errors import IdentifierError
-from icetide.health.thresholds import HealthThresholds
 from icetide.identifiers import validate_name, validate_pipeline, validate_table, validate_topic
-from icetide.maintenance.policy import MaintenancePolicy
 
 INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?)\s*$")
 TRANSFORM_RE = re.compile(

@@ -25,8 +25,8 @@ from icetide.config.models import (
     StreamSettings,
     TargetTable,
 )
-from icetide.health.thresholds import HealthThresholds
-from icetide.maintenance.policy import MaintenancePolicy
+from icetide.config.policy import MaintenancePolicy
+from icetide.config.thresholds import HealthThresholds
 
 SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("(top level)", PipelineConfig),

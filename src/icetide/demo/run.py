@@ -9,7 +9,7 @@ import yaml
 from rich.table import Table
 
 from icetide import jvm, paths
-from icetide.cli.output import console
+from icetide.app.output import console
 from icetide.config import load_config
 from icetide.demo.events import create_topic, produce, sample_values
 from icetide.health.watch import collect_all
@@ -43,7 +43,7 @@ def demo_config(port: int, trigger: str = "5 seconds") -> dict[str, object]:
 
 
 def run_demo(seconds: float, events: int, port: int, fresh: bool) -> None:
-    from icetide.ingest.runner import run_until_stopped
+    from icetide.app.runner import run_until_stopped
 
     home = paths.home()
     demo_dir = home / "demo"

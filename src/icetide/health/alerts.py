@@ -7,7 +7,7 @@ import logging
 import urllib.request
 from typing import Any
 
-from icetide.health.collector import TableHealth
+from icetide.health.model import TableHealth
 
 log = logging.getLogger("icetide.alerts")
 

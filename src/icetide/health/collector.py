@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from icetide.config.thresholds import HealthThresholds
+from icetide.health.model import PartitionHealth, TableHealth
 from icetide.health.score import Scored, score_partition, score_table
-from icetide.health.thresholds import HealthThresholds
 from icetide.ingest import checkpoint
 from icetide.ingest.offsets import K_PIPELINE, K_PLANNED_AT, PROPERTY_PREFIX, Watermark
 
@@ -21,125 +21,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_TARGET = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
-
-
-@dataclass
-class PartitionHealth:
-    partition: str
-    data_files: int = 0
-    data_bytes: int = 0
-    records: int = 0
-    small_files: int = 0
-    position_delete_files: int = 0
-    position_delete_records: int = 0
-    equality_delete_files: int = 0
-    equality_delete_records: int = 0
-    last_write_ms: int | None = None
-    hot: bool = False
-    score: float = 100.0
-    tier: str = "healthy"
-    reasons: list[str] = field(default_factory=list)
-
-    @property
-    def avg_file_bytes(self) -> float:
-        return self.data_bytes / self.data_files if self.data_files else 0.0
-
-    @property
-    def small_file_ratio(self) -> float:
-        return self.small_files / self.data_files if self.data_files else 0.0
-
-    @property
-    def delete_files(self) -> int:
-        return self.position_delete_files + self.equality_delete_files
-
-    @property
-    def delete_ratio(self) -> float:
-        deleted = self.position_delete_records + self.equality_delete_records
-        return deleted / self.records if self.records else (1.0 if deleted else 0.0)
-
-
-@dataclass
-class TableHealth:
-    table: str
-    collected_at_ms: int
-    target_file_bytes: int
-    small_file_bytes: int
-    partitions: list[PartitionHealth]
-    snapshots: int = 0
-    commits_last_hour: int = 0
-    commits_per_hour_24h: float = 0.0
-    last_commit_ms: int | None = None
-    manifests: int = 0
-    manifest_bytes: int = 0
-    delete_manifests: int = 0
-    metadata_file_bytes: int | None = None
-    icetide_pipelines: list[str] = field(default_factory=list)
-    commit_latency_ms: int | None = None
-    freshness_ms: int | None = None
-    kafka_lag: int | None = None
-    seconds_to_collect: float = 0.0
-    score: float = 100.0
-    tier: str = "healthy"
-    reasons: list[str] = field(default_factory=list)
-
-    def total(self, attr: str) -> int:
-        return sum(int(getattr(p, attr)) for p in self.partitions)
-
-    @property
-    def data_files(self) -> int:
-        return self.total("data_files")
-
-    @property
-    def data_bytes(self) -> int:
-        return self.total("data_bytes")
-
-    @property
-    def records(self) -> int:
-        return self.total("records")
-
-    @property
-    def small_files(self) -> int:
-        return self.total("small_files")
-
-    @property
-    def delete_files(self) -> int:
-        return self.total("position_delete_files") + self.total("equality_delete_files")
-
-    @property
-    def deleted_records(self) -> int:
-        return self.total("position_delete_records") + self.total("equality_delete_records")
-
-    @property
-    def delete_ratio(self) -> float:
-        return self.deleted_records / self.records if self.records else (1.0 if self.deleted_records else 0.0)
-
-    @property
-    def avg_file_bytes(self) -> float:
-        return self.data_bytes / self.data_files if self.data_files else 0.0
-
-    @property
-    def max_partition_files(self) -> int:
-        return max((p.data_files for p in self.partitions), default=0)
-
-    def summary(self) -> dict[str, Any]:
-        """Table-level figures (no partition list) for JSON output, history and metrics."""
-        d = {k: v for k, v in asdict(self).items() if k != "partitions"}
-        d.update(data_files=self.data_files, data_bytes=self.data_bytes, records=self.records,
-                 small_files=self.small_files, delete_files=self.delete_files,
-                 deleted_records=self.deleted_records, delete_ratio=round(self.delete_ratio, 6),
-                 avg_file_bytes=round(self.avg_file_bytes, 1), partition_count=len(self.partitions),
-                 max_partition_files=self.max_partition_files,
-                 hot_partitions=sum(1 for p in self.partitions if p.hot))
-        return d
-
-    def partition_rows(self) -> list[dict[str, Any]]:
-        out = []
-        for p in self.partitions:
-            d = asdict(p)
-            d.update(avg_file_bytes=round(p.avg_file_bytes, 1), small_file_ratio=round(p.small_file_ratio, 6),
-                     delete_ratio=round(p.delete_ratio, 6))
-            out.append(d)
-        return out
 
 
 def _has_column(spark: SparkSession, table: str, column: str) -> bool:
@@ -164,15 +45,20 @@ def collect(spark: SparkSession, table: str, thresholds: HealthThresholds | None
 
     parts: dict[str, PartitionHealth] = {}
     for r in spark.sql(f"""
-        SELECT {part_expr} AS p, content, count(*) AS files, sum(file_size_in_bytes) AS bytes,
-               sum(record_count) AS records,
+        SELECT {part_expr} AS p, content,
+               CASE WHEN content = 0 THEN CAST(floor(log2(greatest(file_size_in_bytes, 1))) AS INT) END AS b,
+               count(*) AS files, sum(file_size_in_bytes) AS bytes, sum(record_count) AS records,
                sum(CASE WHEN content = 0 AND file_size_in_bytes < {small} THEN 1 ELSE 0 END) AS small
-        FROM {table}.files GROUP BY 1, 2
+        FROM {table}.files GROUP BY 1, 2, 3
     """).collect():
         ph = parts.setdefault(r["p"], PartitionHealth(r["p"]))
         files, size, recs = int(r["files"]), int(r["bytes"] or 0), int(r["records"] or 0)
         if r["content"] == 0:
-            ph.data_files, ph.data_bytes, ph.records, ph.small_files = files, size, recs, int(r["small"])
+            ph.data_files += files
+            ph.data_bytes += size
+            ph.records += recs
+            ph.small_files += int(r["small"])
+            ph.size_hist[int(r["b"])] = files
         elif r["content"] == 1:
             ph.position_delete_files, ph.position_delete_records = files, recs
         else:
@@ -208,7 +94,7 @@ def collect(spark: SparkSession, table: str, thresholds: HealthThresholds | None
     health = TableHealth(
         table=table, collected_at_ms=now_ms, target_file_bytes=target, small_file_bytes=small,
         partitions=sorted(parts.values(), key=lambda p: p.partition),
-        snapshots=len(snaps),
+        snapshots=len(snaps), snapshot_times_ms=commit_times,
         commits_last_hour=sum(1 for t in commit_times if now_ms - t <= 3_600_000),
         commits_per_hour_24h=round(sum(1 for t in commit_times if now_ms - t <= 86_400_000) / 24, 3),
         last_commit_ms=last_commit,

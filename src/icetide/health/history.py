@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from icetide.health.collector import TableHealth
+from icetide.health.model import TableHealth
 from icetide.ingest.tables import ensure_table
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from icetide.health.collector import TableHealth
+from icetide.health.model import TableHealth
 from icetide.health.score import TIERS
 
 TABLE_GAUGES: list[tuple[str, str, str]] = [

@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from icetide.health.thresholds import HealthThresholds
+from icetide.config.thresholds import HealthThresholds
 
 if TYPE_CHECKING:
-    from icetide.health.collector import PartitionHealth, TableHealth
+    from icetide.health.model import PartitionHealth, TableHealth
 
 TIERS = ("healthy", "warning", "critical")
 

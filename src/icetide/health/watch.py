@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from icetide.config.models import PipelineConfig
 from icetide.health import alerts, history
-from icetide.health.collector import TableHealth, collect
+from icetide.health.collector import collect
+from icetide.health.model import TableHealth
 from icetide.ingest.tables import list_tables
 
 if TYPE_CHECKING:

@@ -18,6 +18,8 @@ atomically, as appends do.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -39,6 +41,8 @@ META_COLUMNS = (ORDERING,)
 ERROR_CLASSES = ("unknown_operation", "missing_key", "missing_ordering")
 _SRC = "_icetide_src"
 
+
+log = logging.getLogger(__name__)
 
 def ordering_type(cdc: CdcSettings) -> DataType:
     return {"long": LongType(), "timestamp": TimestampType(), "string": StringType()}[cdc.ordering_type]
@@ -225,3 +229,29 @@ def with_commit_properties(spark: SparkSession, properties: dict[str, str], fn: 
         if call.error is not None:
             raise call.error from None
         raise
+
+
+MERGE_CONFLICT_RETRIES = 5
+
+
+def merge_retrying_conflicts(spark: SparkSession, properties: dict[str, str], source: DataFrame, table: str,
+                             cdc: CdcSettings, retries: int = MERGE_CONFLICT_RETRIES,
+                             backoff_seconds: float = 0.5) -> int:
+    """The tagged MERGE; a commit conflict (e.g. a compaction replaced files the MERGE deletes from)
+    is retried on fresh metadata, so maintenance never fails a batch. Returns the retries used.
+
+    Safe because a failed MERGE commits nothing and the MERGE is idempotent on its input."""
+    from icetide.errors import is_commit_conflict
+
+    for attempt in range(retries + 1):
+        try:
+            with_commit_properties(spark, properties, lambda: merge(source, table, cdc))
+            return attempt
+        except Exception as e:
+            if attempt == retries or not is_commit_conflict(e):
+                raise
+            wait = backoff_seconds * 2**attempt
+            log.warning("MERGE into %s conflicted with a concurrent commit (%s); retry %d in %.1fs", table,
+                        (str(e).strip().splitlines() or [type(e).__name__])[0][:300], attempt + 1, wait)
+            time.sleep(wait)
+    return retries

@@ -673,7 +673,7 @@ class BatchWriter:
                 latest = cdc.not_buried(latest, session.table(self.q(tomb)), c)
             latest = latest.persist(StorageLevel.MEMORY_AND_DISK_DESER)
             try:
-                cdc.with_commit_properties(self.spark, tags, lambda: cdc.merge(latest, self.q(table), c))
+                cdc.merge_retrying_conflicts(self.spark, tags, latest, self.q(table), c)
                 if c.tombstones:  # appended (cheap); readers take the newest delete per key
                     deletes = latest.where(F.col(cdc.OP) == "delete").select(*c.primary_key, cdc.ORDERING)
                     self._commit(self.q(tomb), deletes, lambda d: d, batch_id, ranges)

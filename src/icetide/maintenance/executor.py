@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType, TimestampType
 
+from icetide.errors import is_commit_conflict
 from icetide.ingest.offsets import mirror_all
 from icetide.ingest.tables import ensure_table
 from icetide.maintenance.planner import Step, TablePlan
@@ -27,8 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _SAFE_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:+ -(),<>=")
-RETRYABLE = ("CommitFailedException", "ValidationException", "found new position delete",
-             "Cannot commit", "conflict", "CommitStateUnknownException")
+PROCEDURE = {"rewrite_hot_files": "rewrite_data_files"}  # steps that are a procedure under another name
 
 LOG_SCHEMA = StructType([
     StructField("started_at", TimestampType()), StructField("table_name", StringType()),
@@ -52,6 +52,8 @@ class Budget:
     used_bytes: int = 0
 
     def allows(self, step: Step) -> bool:
+        if step.action == "rewrite_hot_files":  # small by construction (< fanout files per tier)
+            return True
         if step.action not in ("rewrite_data_files", "rewrite_position_delete_files"):
             return True
         if self.used_rewrites >= self.rewrites:
@@ -62,6 +64,7 @@ class Budget:
     def spend(self, step: Step) -> None:
         if step.action in ("rewrite_data_files", "rewrite_position_delete_files"):
             self.used_rewrites += 1
+        if step.action in ("rewrite_hot_files", "rewrite_data_files", "rewrite_position_delete_files"):
             self.used_bytes += step.expected_bytes
 
 
@@ -100,8 +103,8 @@ def procedure_sql(catalog: str, step: Step) -> str:
     a = step.args
     if step.action == "expire_snapshots":
         args += [f"older_than => TIMESTAMP {_quote(a['older_than'])}", f"retain_last => {int(a['retain_last'])}"]
-    elif step.action in ("rewrite_data_files", "rewrite_position_delete_files"):
-        if step.action == "rewrite_data_files":
+    elif step.action in ("rewrite_hot_files", "rewrite_data_files", "rewrite_position_delete_files"):
+        if step.action != "rewrite_position_delete_files":
             args.append(f"strategy => {_quote(a.get('strategy', 'binpack'))}")
             if a.get("sort_order"):
                 args.append(f"sort_order => {_quote(a['sort_order'])}")
@@ -110,14 +113,14 @@ def procedure_sql(catalog: str, step: Step) -> str:
         if step.options:
             pairs = ", ".join(f"{_quote(k)}, {_quote(v)}" for k, v in step.options.items())
             args.append(f"options => map({pairs})")
-    return f"CALL {catalog}.system.{step.action}({', '.join(args)})"
+    return f"CALL {catalog}.system.{PROCEDURE.get(step.action, step.action)}({', '.join(args)})"
 
 
 def _counts(step: str, rows: list[dict[str, Any]]) -> tuple[int | None, int | None, int | None]:
     if not rows:
         return None, None, None
     r = rows[0]
-    if step == "rewrite_data_files":
+    if step in ("rewrite_data_files", "rewrite_hot_files"):
         return r.get("rewritten_data_files_count"), r.get("added_data_files_count"), r.get("rewritten_bytes_count")
     if step == "rewrite_position_delete_files":
         return r.get("rewritten_delete_files_count"), r.get("added_delete_files_count"), r.get("rewritten_bytes_count")
@@ -142,18 +145,18 @@ class Executor:
 
     def run(self, plans: list[TablePlan], budget: Budget, dry_run: bool = False) -> list[ActionRecord]:
         """Execute plans in the given order (see planner.order); record and return every action."""
-        records: list[ActionRecord] = []
+        done: list[tuple[Step, ActionRecord]] = []
         if self.pool:
             self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
         try:
             for plan in plans:
                 for step in plan.steps:
-                    records.append(self._run_step(step, budget, dry_run))
+                    done.append((step, self._run_step(step, budget, dry_run)))
         finally:
             if self.pool:
                 self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
-            self._record(records, plans)
-        return records
+            self._record(done)
+        return [r for _, r in done]
 
     def _run_step(self, step: Step, budget: Budget, dry_run: bool) -> ActionRecord:
         rec = ActionRecord(step.table, step.action, "ok", int(time.time() * 1000))
@@ -184,8 +187,7 @@ class Executor:
             except Exception as e:
                 text = str(e)
                 rec.error = text.strip().splitlines()[0][:1000] if text.strip() else type(e).__name__
-                retryable = any(m in text for m in RETRYABLE)
-                if not retryable or attempt > self.retries:
+                if not is_commit_conflict(e) or attempt > self.retries:
                     rec.outcome = "failed"
                     log.error("maintenance: %s %s failed: %s", step.table, step.action, rec.error)
                     break
@@ -213,13 +215,11 @@ class Executor:
         rec.seconds = round(time.monotonic() - started, 3)
         return rec
 
-    def _record(self, records: list[ActionRecord], plans: list[TablePlan]) -> None:
-        if not records:
+    def _record(self, done: list[tuple[Step, ActionRecord]]) -> None:
+        if not done:
             return
-        by_key = {(s.table, s.action): s for p in plans for s in p.steps}
         rows = []
-        for r in records:
-            s = by_key[(r.table, r.step)]
+        for s, r in done:
             rows.append({
                 "started_at": datetime.fromtimestamp(r.started_at_ms / 1000, UTC).replace(tzinfo=None),
                 "table_name": r.table, "step": r.step, "outcome": r.outcome, "reason": s.reason,

@@ -1,9 +1,18 @@
 """Health figures → an ordered, explained maintenance plan per table, and priority across tables.
 
-Order within a table: expire snapshots → remove orphans → compact data (applying deletes) →
-rewrite position deletes → rewrite manifests. Each step only when its threshold fires; each step
-carries its reason, the figures that fired it and the expected gain. Partitions written within the
-quiet time are never rewritten.
+Order within a table: expire snapshots → remove orphans → minor compaction of hot partitions →
+full compaction of cold partitions (applying deletes) → rewrite position deletes → rewrite
+manifests. Each step only when its threshold fires and it can change something; each step carries
+its reason, the figures that fired it and the expected gain.
+
+Hot partitions (written within the quiet time) get only tiered minor compaction: data files fall
+in size tiers a factor ``tier_fanout`` apart, below half the target size; once a tier holds
+``tier_fanout`` files, the files of that tier and every smaller one are merged (binpack, no sort).
+A merged file lands at least one tier up, so each byte is rewritten at most once per tier while
+hot, and a hot partition holds fewer than ``tier_fanout`` files per tier plus the commits since
+the last cycle. Appends never conflict with such a rewrite (Iceberg validates a rewrite against
+deletes of the files it replaces, not against new files). Cold partitions get the full compaction
+(sort / z-order when configured) to the target size.
 
 Priority across tables: ``(100 - score) + policy.priority_boost + min(20, minutes since icetide
 last maintained the table / 30) + min(20, 5·log2(1 + queries))``, highest first, ties by name.
@@ -17,9 +26,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from icetide.health.collector import PartitionHealth, TableHealth
+from icetide.config.policy import MaintenancePolicy
+from icetide.health.model import PartitionHealth, TableHealth
 from icetide.maintenance.partitions import PartitionField, where
-from icetide.maintenance.policy import MaintenancePolicy
 
 MAX_PARTITIONS_PER_STEP = 50
 
@@ -73,6 +82,49 @@ def _hot(p: PartitionHealth, policy: MaintenancePolicy, now_ms: int) -> bool:
     return p.last_write_ms is not None and now_ms - p.last_write_ms < policy.hot_partition_quiet_seconds * 1000
 
 
+@dataclass(frozen=True)
+class TierMerge:
+    """A minor compaction of one partition: every data file below ``below_bytes`` is merged."""
+
+    tier: int  # 1 = the tier just below half the target size; higher = smaller files
+    tier_files: int  # files in the tier that fired
+    files: int  # files selected (that tier and every smaller one)
+    below_bytes: int  # Iceberg's min-file-size-bytes for the rewrite
+    approx_bytes: int  # selected bytes, estimated from the size buckets
+
+
+def tier_of(bucket: int, target_bytes: int, fanout: int) -> int:
+    """Tier of a file in size bucket ``bucket`` (2**bucket <= size < 2**(bucket+1)); 0 = not merged."""
+    top = int(math.log2(target_bytes)) - 1  # files >= 2**top (half the target, or more) are left alone
+    bits = int(math.log2(fanout))
+    return 0 if bucket >= top else 1 + (top - 1 - bucket) // bits
+
+
+def tier_merge(size_hist: dict[int, int], target_bytes: int, fanout: int) -> TierMerge | None:
+    """The minor compaction a hot partition needs now, or None while no tier holds ``fanout`` files."""
+    tiers: dict[int, int] = {}
+    for b, n in size_hist.items():
+        t = tier_of(b, target_bytes, fanout)
+        if t:
+            tiers[t] = tiers.get(t, 0) + n
+    firing = sorted(t for t, n in tiers.items() if n >= fanout)
+    if not firing:
+        return None
+    t = firing[0]  # the tier of the largest files that fills; smaller tiers ride along
+    top, bits = int(math.log2(target_bytes)) - 1, int(math.log2(fanout))
+    below = 2 ** (top - (t - 1) * bits)
+    files = sum(n for u, n in tiers.items() if u >= t)
+    approx = sum(int(n * 1.5 * 2**b) for b, n in size_hist.items() if 2**b < below)
+    return TierMerge(t, tiers[t], files, below, approx)
+
+
+def expirable(snapshot_times_ms: list[int], older_than_ms: float, retain_last: int) -> int:
+    """How many snapshots ``expire_snapshots(older_than, retain_last)`` would remove."""
+    times = sorted(snapshot_times_ms)
+    beyond_kept = times[:-retain_last] if len(times) > retain_last else []
+    return sum(1 for t in beyond_kept if t < older_than_ms)
+
+
 def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePolicy, now_ms: int,
                last_maintained_ms: int | None = None, queries: int = 0) -> TablePlan:
     steps: list[Step] = []
@@ -82,14 +134,19 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
 
     if "expire_snapshots" in policy.steps and h.snapshots > policy.snapshots_trigger:
         older = now_ms - policy.snapshot_max_age_seconds * 1000
-        steps.append(Step(
-            t, "expire_snapshots",
-            f"{h.snapshots} snapshots > trigger {policy.snapshots_trigger}",
-            {"snapshots": h.snapshots},
-            f"drop snapshots older than {_ts(older)} UTC, keeping the last {policy.snapshot_retain_last}; "
-            f"up to {h.snapshots - policy.snapshot_retain_last} fewer snapshots",
-            args={"older_than": _ts(older), "retain_last": policy.snapshot_retain_last},
-        ))
+        n = expirable(h.snapshot_times_ms, older, policy.snapshot_retain_last)
+        if n == 0:
+            skipped.append(f"expire_snapshots: {h.snapshots} snapshots > trigger {policy.snapshots_trigger}, but "
+                           f"none beyond the last {policy.snapshot_retain_last} is older than {_ts(older)} UTC")
+        else:
+            steps.append(Step(
+                t, "expire_snapshots",
+                f"{h.snapshots} snapshots > trigger {policy.snapshots_trigger}; {n} older than the age floor",
+                {"snapshots": h.snapshots, "expirable": n},
+                f"drop snapshots older than {_ts(older)} UTC, keeping the last {policy.snapshot_retain_last}; "
+                f"{n} fewer snapshots",
+                args={"older_than": _ts(older), "retain_last": policy.snapshot_retain_last},
+            ))
 
     if "remove_orphan_files" in policy.steps:
         older = now_ms - policy.orphan_min_age_seconds * 1000
@@ -100,6 +157,9 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             "(dry run first, every path logged)",
             args={"older_than": _ts(older)},
         ))
+
+    if "rewrite_hot_files" in policy.steps:
+        steps += _hot_steps(h, spec, policy, now_ms, target, skipped)
 
     candidates: list[tuple[PartitionHealth, str]] = []
     for p in sorted(h.partitions, key=lambda p: (p.score, -p.data_files)):
@@ -188,6 +248,55 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
 
     return TablePlan(t, h.score, h.tier, priority(h, policy, last_maintained_ms, now_ms, queries), steps, skipped,
                      queries)
+
+
+def _hot_steps(h: TableHealth, spec: list[PartitionField], policy: MaintenancePolicy, now_ms: int, target: int,
+               skipped: list[str]) -> list[Step]:
+    """Minor compaction of hot partitions: one step per merge threshold (usually one)."""
+    by_below: dict[int, list[tuple[PartitionHealth, TierMerge, str | None]]] = {}
+    for p in h.partitions:
+        if not _hot(p, policy, now_ms):
+            continue
+        m = tier_merge(p.size_hist, target, policy.tier_fanout)
+        if m is None or m.files < 2:
+            continue
+        label = p.partition or "(unpartitioned)"
+        f = where(spec, p.partition) if spec else None
+        if spec and f is None:
+            skipped.append(f"{label}: cannot be selected safely by a filter; left alone")
+            continue
+        by_below.setdefault(m.below_bytes, []).append((p, m, f))
+    steps = []
+    for below, chosen in sorted(by_below.items()):
+        chosen = chosen[:MAX_PARTITIONS_PER_STEP]
+        files = sum(m.files for _, m, _ in chosen)
+        approx = sum(m.approx_bytes for _, m, _ in chosen)
+        args: dict[str, Any] = {"strategy": "binpack"}
+        if spec:
+            args["where"] = " OR ".join(f"({f})" for _, _, f in chosen)
+        steps.append(Step(
+            h.table, "rewrite_hot_files",
+            "; ".join(f"{p.partition or '(unpartitioned)'}: hot, size tier {m.tier} holds {m.tier_files} files "
+                      f"(≥ fanout {policy.tier_fanout})" for p, m, _ in chosen),
+            {"partitions": len(chosen), "files": files, "below_bytes": below, "approx_bytes": approx,
+             "fanout": policy.tier_fanout},
+            f"~{files} → ~{len(chosen)} data files below {below:,} bytes merged in {len(chosen)} hot partition(s); "
+            "the stream keeps appending",
+            args=args,
+            options={
+                "min-input-files": "2",
+                "min-file-size-bytes": str(below),
+                "target-file-size-bytes": str(target),
+                "partial-progress.enabled": "true",
+                "partial-progress.max-commits": "10",
+                "max-file-group-size-bytes": str(policy.max_file_group_bytes),
+                "delete-file-threshold": str(policy.delete_files),
+                "use-starting-sequence-number": "true",
+            },
+            partitions=[p.partition for p, _, _ in chosen],
+            expected_bytes=approx,
+        ))
+    return steps
 
 
 def order(plans: list[TablePlan]) -> list[TablePlan]:

@@ -10,12 +10,11 @@ import os
 from collections import Counter
 from typing import Any
 
+from icetide.app.runner import Runner
 from icetide.config import load_config
 from icetide.demo.events import create_topic
-from icetide.ingest.runner import Runner
-from tests.conftest import unique
-from tests.routing_helpers import Background, dumps, send, wait_until
-from tests.test_routing import counts, routed_config
+from tests.fixtures.records import Background, dumps, send, wait_until
+from tests.fixtures.stack import counts, routed_config, unique
 
 
 def test_steady_batches_take_one_pass_and_the_rest_still_lands(kafka, spark, lake, tmp_path,

@@ -12,12 +12,12 @@ import yaml
 
 from icetide.demo.events import create_topic, produce, sample_values
 from icetide.services.rest_catalog import LocalRestCatalog
-from tests.conftest import _free_port_pair, icetide_cli, pipeline_dict, unique
+from tests.fixtures.stack import free_port_pair, icetide_cli, pipeline_dict, unique
 
 
 @pytest.fixture(scope="module")
 def rest_catalog() -> Iterator[LocalRestCatalog]:
-    server = LocalRestCatalog(port=_free_port_pair())
+    server = LocalRestCatalog(port=free_port_pair())
     server.reset()
     server.start()
     yield server

@@ -7,12 +7,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-StepName = Literal["expire_snapshots", "remove_orphan_files", "rewrite_data_files",
+StepName = Literal["expire_snapshots", "remove_orphan_files", "rewrite_hot_files", "rewrite_data_files",
                    "rewrite_position_delete_files", "rewrite_manifests"]
-STEPS: tuple[StepName, ...] = ("expire_snapshots", "remove_orphan_files", "rewrite_data_files",
+STEPS: tuple[StepName, ...] = ("expire_snapshots", "remove_orphan_files", "rewrite_hot_files", "rewrite_data_files",
                                "rewrite_position_delete_files", "rewrite_manifests")
-DEFAULT_STEPS: tuple[StepName, ...] = ("expire_snapshots", "rewrite_data_files", "rewrite_position_delete_files",
-                                       "rewrite_manifests")
+DEFAULT_STEPS: tuple[StepName, ...] = ("expire_snapshots", "rewrite_hot_files", "rewrite_data_files",
+                                       "rewrite_position_delete_files", "rewrite_manifests")
 ORPHAN_FLOOR_SECONDS = 3600  # must exceed the longest commit interval of any writer of the table
 
 
@@ -46,9 +46,24 @@ class MaintenancePolicy(BaseModel):
     )
     manifests_trigger: int = Field(default=50, ge=2, description="Rewrite manifests above this many")
     hot_partition_quiet_seconds: float = Field(
-        default=900, ge=0, description="Never rewrite a partition written within this window"
+        default=900, ge=0,
+        description="A partition written within this window is hot: only tiered minor compaction "
+        "(rewrite_hot_files) touches it; full compaction, sorting and delete rewrites wait until it is cold",
+    )
+    tier_fanout: int = Field(
+        default=8, ge=2, le=64,
+        description="Minor compaction of hot partitions: files are grouped in size tiers a factor of this "
+        "apart (a power of two); a tier is merged once it holds this many files. Larger: fewer rewrites "
+        "of each byte, more files between merges",
     )
     priority_boost: float = Field(default=0, description="Added to the table's priority (e.g. heavily queried)")
+
+    @field_validator("tier_fanout")
+    @classmethod
+    def _fanout(cls, v: int) -> int:
+        if v & (v - 1):
+            raise ValueError(f"tier_fanout must be a power of two (2, 4, 8, 16, 32 or 64), not {v}")
+        return v
 
     @field_validator("sort_columns")
     @classmethod

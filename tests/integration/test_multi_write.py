@@ -15,7 +15,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from icetide.ingest import multi_write
 from icetide.spark.session import LOCAL_FS
-from tests.conftest import unique
+from tests.fixtures.stack import unique
 
 ROW = StructType([StructField("id", StringType()), StructField("ts", TimestampType()), StructField("n", LongType())])
 

@@ -14,11 +14,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from icetide.config import load_config
+from icetide.config.thresholds import HealthThresholds
 from icetide.health.collector import collect
 from icetide.health.metrics import HealthCollector
-from icetide.health.thresholds import HealthThresholds
 from icetide.health.watch import collect_all
-from tests.conftest import _free_port_pair, icetide_cli, pipeline_dict, unique
+from tests.fixtures.stack import free_port_pair, icetide_cli, pipeline_dict, unique
 
 
 def build_known_table(spark, table: str) -> None:  # type: ignore[no-untyped-def]
@@ -117,7 +117,7 @@ def test_history_and_prometheus(spark, kafka, lake, tmp_path, known) -> None:  #
     collector = HealthCollector(max_partitions=1)
     registry.register(collector)
     collector.update(healths)
-    port = _free_port_pair()
+    port = free_port_pair()
     server, _thread = start_http_server(port, addr="127.0.0.1", registry=registry)
     try:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()

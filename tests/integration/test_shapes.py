@@ -13,13 +13,12 @@ from typing import Any
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
+from icetide.app.runner import Runner
 from icetide.config import load_config
 from icetide.demo.events import create_topic
 from icetide.ingest import shapes
-from icetide.ingest.runner import Runner
-from tests.conftest import unique
-from tests.routing_helpers import Background, dumps, send, wait_until
-from tests.test_routing import counts, routed_config
+from tests.fixtures.records import Background, dumps, send, wait_until
+from tests.fixtures.stack import counts, routed_config, unique
 
 BASE = '{"a":1,"b":"x","c":{"d":1.5},"e":[1,2],"f":[{"g":"h"}]}'
 SAME = {

@@ -6,10 +6,10 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+from icetide.config.thresholds import HealthThresholds
 from icetide.health import alerts
-from icetide.health.collector import PartitionHealth, TableHealth
+from icetide.health.model import PartitionHealth, TableHealth
 from icetide.health.score import score_partition, score_table
-from icetide.health.thresholds import HealthThresholds
 
 
 def unhealthy() -> TableHealth:

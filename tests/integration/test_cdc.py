@@ -11,15 +11,14 @@ from typing import Any
 
 import yaml
 
+from icetide.app.runner import Runner
 from icetide.config import load_config
 from icetide.demo.events import create_topic
 from icetide.health.collector import collect
 from icetide.ingest.offsets import read_watermark
-from icetide.ingest.runner import Runner
 from icetide.maintenance.cycle import plan_all, run_cycle
-from tests.cdc_stream import ChangeStream, generate
-from tests.conftest import pipeline_dict, unique
-from tests.test_crash import kill_group, start, wait_for
+from tests.fixtures.cdc_stream import ChangeStream, generate
+from tests.fixtures.stack import kill_group, pipeline_dict, start, unique, wait_for
 
 KEYS, CHANGES = 50_000, 500_000
 

@@ -17,15 +17,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from icetide.app.runner import Runner
 from icetide.config import load_config
 from icetide.config.models import TargetTable
 from icetide.demo.events import create_topic
 from icetide.identifiers import NAME_RE, SQL_RESERVED, validate_table
 from icetide.ingest import decode, routing
-from icetide.ingest.runner import Runner
-from tests.conftest import icetide_cli, unique
-from tests.routing_helpers import Background, dumps, send, wait_until
-from tests.test_routing import routed_config
+from tests.fixtures.records import Background, dumps, send, wait_until
+from tests.fixtures.stack import icetide_cli, routed_config, unique
 
 GOOD_KINDS = ("alpha", "bravo", "charlie", "delta")
 HOSTILE = [

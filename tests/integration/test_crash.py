@@ -6,39 +6,13 @@ import json
 import os
 import random
 import re
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 from icetide.demo.events import create_topic, produce, sample_values
-from tests.conftest import table_ids, unique
+from tests.fixtures.stack import kill_group, start, table_ids, unique, wait_for
 
 N_EVENTS = 200_000
 BAD_EVERY = 1000
-
-
-def start(cfg: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    out = open(log, "ab")  # noqa: SIM115 - owned by the child
-    return subprocess.Popen([sys.executable, "-m", "icetide.cli.main", "run", "-c", str(cfg), *extra],
-                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its Spark JVM
-    proc.wait(30)
-
-
-def wait_for(log: Path, pattern: str, after: int, timeout: float = 240) -> re.Match[str]:
-    rx = re.compile(pattern)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = rx.search(log.read_text(errors="replace"), after)
-        if m:
-            return m
-        time.sleep(0.02)
-    raise AssertionError(f"{pattern!r} not seen in {log} within {timeout}s:\n{log.read_text()[-3000:]}")
 
 
 def test_sigkill_three_times_then_exactly_once(kafka, spark, make_pipeline, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -93,8 +67,8 @@ def test_sigkill_three_times_then_exactly_once(kafka, spark, make_pipeline, tmp_
 def test_sigkill_between_two_tables_of_one_batch_then_every_table_exactly_once(  # type: ignore[no-untyped-def]
         kafka, spark, lake, tmp_path) -> None:
     from icetide.ingest.offsets import read_watermark
-    from tests.routing_helpers import dumps, send
-    from tests.test_routing import routed_config
+    from tests.fixtures.records import dumps, send
+    from tests.fixtures.stack import routed_config
 
     ns = unique("kx")
     topic = f"kx-{ns[3:]}"

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from icetide.app.runner import Runner
 from icetide.config import load_config
 from icetide.demo.events import create_topic, produce, sample_values
 from icetide.errors import CheckpointMismatchError
 from icetide.health.collector import collect
 from icetide.health.watch import add_kafka_lag
 from icetide.ingest.offsets import read_watermark
-from icetide.ingest.runner import Runner
-from tests.conftest import icetide_cli, table_ids, unique
+from tests.fixtures.stack import icetide_cli, table_ids, unique
 
 
 def run_pipeline(cfg_path: Path, spark: Any, seconds: float = 240) -> Runner:

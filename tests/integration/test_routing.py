@@ -6,37 +6,15 @@ from __future__ import annotations
 import random
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from icetide.app.runner import Runner
 from icetide.config import load_config
 from icetide.demo.events import create_topic
-from icetide.ingest.runner import Runner
-from icetide.ingest.tables import list_tables
-from tests.conftest import pipeline_dict, unique
-from tests.routing_helpers import Background, dumps, send, wait_until
+from tests.fixtures.records import Background, dumps, send, wait_until
+from tests.fixtures.stack import counts, routed_config, unique
 
 KINDS = ("orders", "clicks", "views", "users", "carts", "refunds")
-
-
-def routed_config(kafka: Any, lake: Path, workdir: Path, ns: str, topic_pattern: str, **target: Any) -> Path:
-    cfg = pipeline_dict(kafka, lake, workdir, "unused", f"{ns}.unused")
-    cfg["name"] = ns.replace("_", "-")
-    cfg["source"] = {"bootstrap_servers": kafka.bootstrap, "topic_pattern": topic_pattern,
-                     "starting_offsets": "earliest", "max_offsets_per_trigger": 20000}
-    cfg["target"] = {"route": {"by": "field", "name": "kind", "table": f"{ns}.{{value}}"}, **target}
-    cfg["dead_letter"] = {"table": f"{ns}.dead_letters"}
-    cfg["stream"]["batch_log_table"] = f"{ns}.batches"
-    path = workdir / f"{ns}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def counts(spark: Any, ns: str) -> dict[str, int]:
-    return {t.split(".")[1]: spark.sql(f"SELECT count(*) FROM icetide.{t}").first()[0]
-            for t in list_tables(spark, "icetide", ns)}
 
 
 def test_fan_out_creates_tables_evolves_schemas_and_picks_up_new_topics(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from icetide.config.reference import render
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_config_reference_is_current() -> None:

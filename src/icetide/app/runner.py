@@ -20,6 +20,7 @@ from icetide.ingest.batch_log import PipelineCounters
 from icetide.ingest.offsets import Watermark, resume_offsets
 from icetide.ingest.sink import BatchWriter
 from icetide.ingest.tables import table_exists
+from icetide.maintenance.loop import MaintenanceLoop
 from icetide.spark import build_session
 
 if TYPE_CHECKING:
@@ -98,8 +99,6 @@ class Runner:
         self.run_id = uuid.uuid4().hex[:12]
         self.maintenance = None
         if cfg.maintenance.in_run:
-            from icetide.maintenance.loop import MaintenanceLoop
-
             self.maintenance = MaintenanceLoop(self.spark, cfg, lambda: self.writer.tables(),
                                                in_flight_since_ms=lambda: self.writer.in_flight_since_ms)
         self.writer = BatchWriter(self.spark, cfg, self.run_id,

@@ -13,7 +13,7 @@ from PIL import Image
 from icetide.config import load_config
 from icetide.health.report import PLOTS, history_rows, render
 from icetide.health.watch import collect_all
-from tests.conftest import pipeline_dict, unique
+from tests.fixtures.stack import pipeline_dict, unique
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]

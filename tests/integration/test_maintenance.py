@@ -15,7 +15,7 @@ import yaml
 from icetide.config import load_config
 from icetide.maintenance.cycle import plan_all, run_cycle
 from icetide.maintenance.partitions import PartitionField, where
-from tests.conftest import icetide_cli, pipeline_dict, unique
+from tests.fixtures.stack import icetide_cli, pipeline_dict, unique
 
 
 def files_by_day(spark, table: str) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
@@ -55,14 +55,17 @@ def create(spark, table: str) -> None:  # type: ignore[no-untyped-def]
               "TBLPROPERTIES ('format-version'='2')")
 
 
-def test_compaction_never_touches_the_hot_partition(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_full_compaction_never_touches_the_hot_partition(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
     ns = unique("mt")
     table = f"icetide.{ns}.events"
     create(spark, table)
     small_files(spark, table, "2026-11-01", 8)  # cold
     time.sleep(7)
     small_files(spark, table, "2026-11-25", 8)  # hot: written just now
-    cfg_path = make_cfg(kafka, lake, tmp_path, ns, policy={"hot_partition_quiet_seconds": 6})
+    # minor compaction of hot partitions off: this test is about the full (cold) compaction alone
+    cfg_path = make_cfg(kafka, lake, tmp_path, ns, policy={
+        "hot_partition_quiet_seconds": 6,
+        "steps": ["expire_snapshots", "rewrite_data_files", "rewrite_position_delete_files", "rewrite_manifests"]})
     cfg = load_config(cfg_path)
     before_files, before_sum = files_by_day(spark, table), checksum(spark, table)
 
@@ -125,7 +128,7 @@ def test_expiry_and_manifest_rewrite_fire_on_thresholds(spark, kafka, lake, tmp_
         "manifests_trigger": 10, "hot_partition_quiet_seconds": 1}))
     [p] = plan_all(spark, cfg)
     assert [s.action for s in p.steps] == ["expire_snapshots", "rewrite_manifests"]
-    assert p.steps[0].reason == "12 snapshots > trigger 10"
+    assert p.steps[0].reason == "12 snapshots > trigger 10; 9 older than the age floor"
     assert p.steps[1].reason == "12 manifests > trigger 10"
     _, records = run_cycle(spark, cfg)
     assert [(r.step, r.outcome) for r in records] == [("expire_snapshots", "ok"), ("rewrite_manifests", "ok")]

@@ -9,7 +9,7 @@ import yaml
 
 from icetide.config import load_config
 from icetide.errors import ConfigError
-from tests.conftest import icetide_cli
+from tests.fixtures.stack import icetide_cli
 
 BASE = {
     "name": "orders",

@@ -1,0 +1,114 @@
+"""The partition being written is compacted while the stream writes it (tiered minor compaction).
+
+`icetide run` with in-run maintenance streams into a `days(event_time)` table whose every record
+falls in one day, so that partition is hot for the whole run. Sampled every few seconds, its data
+file count stays under the tier bound while an unmaintained stream would add one file per commit;
+every id lands exactly once and no stream commit fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta
+
+import yaml
+from confluent_kafka import Producer
+
+from icetide.demo.events import create_topic
+from tests.fixtures.stack import pipeline_dict, table_ids, unique
+
+SECONDS = float(os.environ.get("ICETIDE_HOT_SECONDS", "210"))
+RATE = 300  # events/s
+TRIGGER = 2  # seconds
+FANOUT = 4
+TARGET = 1024 * 1024  # write.target-file-size-bytes: tiers 256 KiB, 64 KiB, 16 KiB, 4 KiB, ...
+INTERVAL, MIN_INTERVAL = 20, 10  # maintenance cycle bounds (seconds)
+DAY = datetime(2026, 3, 1)
+
+
+def test_hot_partition_stays_compacted_while_streaming(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic, table = unique("hot"), f"hc.{unique('events')}"
+    create_topic(kafka.bootstrap, topic, 2)
+    cfg = pipeline_dict(kafka, lake, tmp_path, topic, table, maintenance={
+        "in_run": True, "interval": f"{INTERVAL} seconds", "min_interval": f"{MIN_INTERVAL} seconds",
+        "log_table": "hc.maintenance",
+        "policy": {"tier_fanout": FANOUT, "snapshots_trigger": 1000}},
+        health={"namespaces": ["hc"], "history_table": "hc.health"})
+    cfg["target"]["properties"] = {"write.target-file-size-bytes": str(TARGET)}
+    cfg["stream"]["trigger_interval"] = f"{TRIGGER} seconds"
+    path = tmp_path / "hot.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    log = tmp_path / "run.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "icetide.cli.main", "run", "-c", str(path), "--for",
+                                 str(SECONDS + 45)], stdout=out, stderr=subprocess.STDOUT)
+    ids: list[str] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 20, "log_level": 0})
+        i = 0
+        while not stop.is_set():
+            tick = time.time()
+            for _ in range(RATE // 10):
+                eid = f"hot-{i:08d}"
+                at = DAY + timedelta(seconds=i % 86_000)
+                p.produce(topic, value=json.dumps({"id": eid, "event_time": at.isoformat() + "Z", "user_id": i,
+                                                   "event_type": "view", "amount": 1.0}).encode())
+                ids.append(eid)
+                i += 1
+            p.poll(0)
+            time.sleep(max(0.0, 0.1 - (time.time() - tick)))
+        p.flush(60)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    fq = f"icetide.{table}"
+    samples: list[tuple[float, int, int]] = []  # (seconds, data files in the day, files appended so far)
+    t0 = time.time()
+    while time.time() - t0 < SECONDS:
+        time.sleep(5)
+        try:
+            files = spark.sql(f"SELECT count(*) FROM {fq}.files WHERE content = 0").first()[0]
+            commits = spark.sql(f"SELECT coalesce(sum(CAST(summary['added-data-files'] AS INT)), 0) "
+                                f"FROM {fq}.snapshots WHERE operation = 'append'").first()[0]
+        except Exception:  # the table is created by the first batch
+            continue
+        samples.append((round(time.time() - t0, 1), int(files), int(commits)))
+    stop.set()
+    producer.join(120)
+    assert proc.wait(300) == 0, log.read_text()[-4000:]
+    text = log.read_text()
+    print("samples (s, files, files appended):", samples)
+
+    # exactly once; no stream failure or restart
+    got = table_ids(spark, table)
+    assert len(got) == len(set(got)) == len(ids) and set(got) == set(ids)
+    assert "query failed" not in text and "restarting after" not in text
+
+    # the day is one hot partition the whole time
+    parts = spark.sql(f"SELECT to_json(partition) p FROM {fq}.partitions").collect()
+    assert [r["p"] for r in parts] == ['{"event_time_day":"2026-03-01"}']
+
+    # minor compaction ran on it, never failed, and the full compaction never touched it
+    actions = spark.sql(f"SELECT step, outcome, files_in, files_out FROM icetide.hc.maintenance "
+                        f"WHERE table_name = '{fq}'").collect()
+    hot = [a for a in actions if a["step"] == "rewrite_hot_files"]
+    assert len([a for a in hot if a["outcome"] == "ok" and a["files_in"]]) >= 3, actions
+    assert not [a for a in actions if a["outcome"] == "failed"], actions
+    assert not [a for a in actions if a["step"] == "rewrite_data_files" and a["outcome"] == "ok"], actions
+
+    # bounded: after the first cycles, never more than (fanout - 1) files per tier plus the files of
+    # two cycle intervals' commits (one file per Kafka partition per commit); an unmaintained table
+    # holds every file ever appended
+    tiers = 5  # 256 KiB .. 1 KiB-sized files at this rate and target
+    bound = (FANOUT - 1) * tiers + 2 * 2 * INTERVAL // TRIGGER
+    steady = [s for s in samples if s[0] >= 60]
+    assert steady and max(f for _, f, _ in steady) <= bound, (bound, samples)
+    appended = samples[-1][2]
+    assert appended >= 3 * bound, samples  # the bound is far below what an unmaintained table would hold

@@ -1,0 +1,142 @@
+"""Planner rules on health figures built by hand: tiers, hot/cold, expiry that can do something."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from icetide.config.policy import MaintenancePolicy
+from icetide.health.model import PartitionHealth, TableHealth
+from icetide.maintenance.partitions import PartitionField
+from icetide.maintenance.planner import demand, expirable, order, plan_table, tier_merge, tier_of
+
+MiB = 1024 * 1024
+NOW = 1_800_000_000_000
+DAY_SPEC = [PartitionField("ts_day", "days", "ts")]
+
+
+def part(day: str, hist: dict[int, int], written_s_ago: float, **kw: int) -> PartitionHealth:
+    files = sum(hist.values())
+    return PartitionHealth(json.dumps({"ts_day": day}, separators=(",", ":")), data_files=files,
+                           data_bytes=sum(n * 2**b for b, n in hist.items()), records=files * 100,
+                           small_files=kw.pop("small_files", files), last_write_ms=int(NOW - written_s_ago * 1000),
+                           size_hist=hist, **kw)
+
+
+def table(*parts: PartitionHealth, snapshots: list[int] | None = None, target: int = 128 * MiB) -> TableHealth:
+    times = snapshots or [NOW - 1000]
+    return TableHealth("cat.ns.t", NOW, target, int(target * 0.75), list(parts), snapshots=len(times),
+                       snapshot_times_ms=times)
+
+
+@pytest.mark.parametrize(("bucket", "fanout", "tier"), [
+    (27, 8, 0),  # 128 MiB: at or above half the target, never merged by minor compaction
+    (26, 8, 0),  # 64 MiB = half the target
+    (25, 8, 1), (23, 8, 1),  # 8..64 MiB
+    (22, 8, 2), (20, 8, 2),  # 1..8 MiB
+    (19, 8, 3), (10, 8, 6),
+    (25, 2, 1), (24, 2, 2), (25, 16, 1), (22, 16, 1), (21, 16, 2),
+])
+def test_tier_of(bucket: int, fanout: int, tier: int) -> None:
+    assert tier_of(bucket, 128 * MiB, fanout) == tier
+
+
+def test_tier_merge_waits_until_a_tier_holds_fanout_files() -> None:
+    assert tier_merge({18: 7}, 128 * MiB, 8) is None  # 7 files of 256 KiB: tier 3 not full
+    assert tier_merge({18: 7, 26: 40}, 128 * MiB, 8) is None  # big files never count
+    m = tier_merge({18: 8}, 128 * MiB, 8)
+    assert m is not None and (m.tier, m.tier_files, m.files, m.below_bytes) == (3, 8, 8, 1 * MiB)
+
+
+def test_tier_merge_takes_the_largest_full_tier_and_every_smaller_file() -> None:
+    # tier 2 (1-8 MiB) holds 8 files, tier 3 holds 3, tier 4 holds 9 (also full): one merge below 8 MiB
+    m = tier_merge({21: 8, 19: 3, 16: 9, 24: 5}, 128 * MiB, 8)
+    assert m is not None
+    assert (m.tier, m.tier_files, m.files, m.below_bytes) == (2, 8, 20, 8 * MiB)
+    assert m.approx_bytes == int(8 * 1.5 * 2**21 + 3 * 1.5 * 2**19 + 9 * 1.5 * 2**16)
+
+
+def test_merged_output_lands_at_least_one_tier_up() -> None:
+    # fanout files of a tier's smallest size add up to the tier's upper edge: the next tier
+    for fanout in (2, 4, 8, 16, 32, 64):
+        for t in range(1, 5):
+            m = tier_merge({b: fanout for b in range(0, 27) if tier_of(b, 128 * MiB, fanout) == t}, 128 * MiB,
+                           fanout)
+            assert m is not None and m.tier == t
+            smallest = min(b for b in range(27) if tier_of(b, 128 * MiB, fanout) == t)
+            assert tier_of((fanout * 2**smallest).bit_length() - 1, 128 * MiB, fanout) == t - 1
+
+
+def test_expirable_counts_what_expire_snapshots_would_remove() -> None:
+    times = [NOW - s * 1000 for s in (500, 400, 300, 200, 100)]  # oldest first
+    assert expirable(times, NOW - 250_000, retain_last=2) == 3
+    assert expirable(times, NOW - 250_000, retain_last=3) == 2  # 200 s old is among the last 3
+    assert expirable(times, NOW - 1_000_000, retain_last=1) == 0  # none past the age floor
+    assert expirable(times, NOW, retain_last=5) == 0
+    assert expirable([], NOW, retain_last=1) == 0
+
+
+def test_hot_partition_gets_minor_compaction_cold_gets_full() -> None:
+    policy = MaintenancePolicy(hot_partition_quiet_seconds=900, tier_fanout=8)
+    hot = part("2026-11-25", {18: 12, 16: 2}, written_s_ago=3)
+    cold = part("2026-11-24", {18: 30}, written_s_ago=3600)
+    plan = plan_table(table(hot, cold), DAY_SPEC, policy, NOW)
+    assert [s.action for s in plan.steps] == ["rewrite_hot_files", "rewrite_data_files"]
+    minor, full = plan.steps
+    assert minor.partitions == [hot.partition] and full.partitions == [cold.partition]
+    assert minor.args == {"strategy": "binpack",
+                          "where": "(ts >= TIMESTAMP '2026-11-25 00:00:00' AND ts < TIMESTAMP '2026-11-26 00:00:00')"}
+    assert minor.options["min-file-size-bytes"] == str(1 * MiB)
+    assert minor.options["min-input-files"] == "2"
+    assert minor.figures["files"] == 14 and "size tier 3 holds 12 files (≥ fanout 8)" in minor.reason
+    assert "min-file-size-bytes" not in full.options  # Iceberg's default: 75% of the target
+    assert plan.skipped == [f"{hot.partition}: hot (written 3s ago, quiet time 900s)"]
+
+
+def test_hot_partition_below_fanout_is_left_alone() -> None:
+    hot = part("2026-11-25", {18: 7}, written_s_ago=3)
+    plan = plan_table(table(hot), DAY_SPEC, MaintenancePolicy(tier_fanout=8), NOW)
+    assert plan.steps == []
+
+
+def test_minor_compaction_can_be_switched_off() -> None:
+    hot = part("2026-11-25", {18: 12}, written_s_ago=3)
+    policy = MaintenancePolicy(steps=["rewrite_data_files"])
+    assert plan_table(table(hot), DAY_SPEC, policy, NOW).steps == []
+
+
+def test_unpartitioned_table_is_compacted_while_written() -> None:
+    p = PartitionHealth("", data_files=9, data_bytes=9 * 2**18, records=900, small_files=9,
+                        last_write_ms=NOW - 1000, size_hist={18: 9})
+    [step] = plan_table(table(p), [], MaintenancePolicy(tier_fanout=8), NOW).steps
+    assert step.action == "rewrite_hot_files" and "where" not in step.args
+
+
+def test_unsafe_partition_value_is_left_alone() -> None:
+    spec = [PartitionField("kind", "identity", "kind")]
+    p = PartitionHealth('{"kind":"a\'; DROP"}', data_files=9, data_bytes=9 * 2**18, records=900, small_files=9,
+                        last_write_ms=NOW - 1000, size_hist={18: 9})
+    plan = plan_table(table(p), spec, MaintenancePolicy(tier_fanout=8), NOW)
+    assert plan.steps == []
+    assert plan.skipped[0] == '{"kind":"a\'; DROP"}: cannot be selected safely by a filter; left alone'
+
+
+def test_expiry_is_planned_only_when_a_snapshot_can_expire() -> None:
+    policy = MaintenancePolicy(snapshots_trigger=3, snapshot_retain_last=2, snapshot_max_age_seconds=3600)
+    young = [NOW - s * 1000 for s in range(10, 0, -1)]  # 10 snapshots, all younger than the 1 h floor
+    plan = plan_table(table(snapshots=young), [], policy, NOW)
+    assert plan.steps == []
+    assert plan.skipped == ["expire_snapshots: 10 snapshots > trigger 3, but none beyond the last 2 is older than "
+                            "2027-01-15 07:00:00 UTC"]
+    old = [NOW - 7200_000, NOW - 7100_000, *young]
+    [step] = plan_table(table(snapshots=old), [], policy, NOW).steps
+    assert step.action == "expire_snapshots" and step.figures == {"snapshots": 12, "expirable": 2}
+
+
+def test_priority_orders_by_score_wait_and_demand() -> None:
+    a = plan_table(table(part("2026-11-01", {18: 3}, 9999)), DAY_SPEC, MaintenancePolicy(), NOW, queries=31)
+    b = plan_table(table(part("2026-11-01", {18: 3}, 9999)), DAY_SPEC, MaintenancePolicy(), NOW, queries=0)
+    assert a.priority - b.priority == pytest.approx(demand(31)) == pytest.approx(20.0)
+    b.table = "cat.ns.a"
+    assert [p.table for p in order([b, a])] == ["cat.ns.t", "cat.ns.a"]
