@@ -51,10 +51,26 @@ class MaintenancePolicy(BaseModel):
         "(rewrite_hot_files) touches it; full compaction, sorting and delete rewrites wait until it is cold",
     )
     tier_fanout: int = Field(
-        default=8, ge=2, le=64,
+        default=16, ge=2, le=64,
         description="Minor compaction of hot partitions: files are grouped in size tiers a factor of this "
         "apart (a power of two); a tier is merged once it holds this many files. Larger: fewer rewrites "
         "of each byte, more files between merges",
+    )
+    layout_from_telemetry: bool = Field(
+        default=True,
+        description="Sort (one column) or z-order (several) cold partitions by the columns queries filter on, "
+        "from maintenance.telemetry_table, when the reads saved beat the rewrite (ignored when sort_columns is set)",
+    )
+    layout_min_scans: int = Field(default=10, ge=1, description="A column counts once this many scans filtered on it")
+    layout_max_columns: int = Field(default=2, ge=1, le=4, description="At most this many layout columns")
+    layout_depth_trigger: float = Field(
+        default=1.5, ge=1.0,
+        description="Re-sort a cold partition whose clustering depth on the first column exceeds this "
+        "(average number of files whose value ranges overlap a file's)",
+    )
+    layout_gain_ratio: float = Field(
+        default=1.0, gt=0,
+        description="Sort only when bytes read saved per telemetry window ≥ this × bytes rewritten",
     )
     priority_boost: float = Field(default=0, description="Added to the table's priority (e.g. heavily queried)")
 

@@ -3,9 +3,12 @@
 Profiles: ``spark`` (Iceberg runtime, Spark's Kafka source, SQLite JDBC), ``kafka`` (a KRaft
 broker for development and tests), ``rest`` (Iceberg's reference REST catalog server).
 
-icetide's own JVM code (``java/``: the multi-table writer and the local file system) is compiled
-by :func:`build` against the jars pyspark ships and the ``spark`` profile, into
-``$ICETIDE_HOME/jars/icetide/icetide-jvm.jar``.
+icetide's own JVM code (``java/``) is compiled by :func:`build` against the jars pyspark ships and
+the ``spark`` profile into two jars under ``$ICETIDE_HOME/jars/icetide/``: ``icetide-jvm.jar``
+(the multi-table writer, the record-shape UDF, the local file system: Spark and Hadoop classes
+only, so it may sit on the JVM's own class path) and ``icetide-iceberg.jar`` (``io.icetide.iceberg``:
+the scan telemetry reporter, which implements Iceberg interfaces and so must be loaded by the
+same class loader as the Iceberg runtime, i.e. from ``spark.jars``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ POM = Path(__file__).with_name("pom.xml")
 SETTINGS = Path(__file__).with_name("settings.xml")
 JAVA_SOURCES = Path(__file__).with_name("java")
 OWN_JAR = "icetide-jvm.jar"
+ICEBERG_JAR = "icetide-iceberg.jar"
+ICEBERG_PACKAGE = "io/icetide/iceberg"
 _VERSION_RE = re.compile(r"-\d[\w.]*?(?:-[a-z-]+)?\.jar$")
 
 
@@ -84,14 +89,19 @@ def own_jar() -> Path:
     return jar_dir("icetide") / OWN_JAR
 
 
+def iceberg_jar() -> Path:
+    """icetide's classes that implement Iceberg interfaces (built by :func:`build` beside :func:`own_jar`)."""
+    return jar_dir("icetide") / ICEBERG_JAR
+
+
 def build() -> Path:
     """Compile icetide's JVM classes into :func:`own_jar` (skipped when the sources are unchanged)."""
     import pyspark
 
-    out = own_jar()
+    out, iceberg_out = own_jar(), iceberg_jar()
     marker = out.with_suffix(".sha256")
     digest = _sources_digest()
-    if out.exists() and marker.exists() and marker.read_text() == digest:
+    if out.exists() and iceberg_out.exists() and marker.exists() and marker.read_text() == digest:
         return out
     javac, jar = shutil.which("javac"), shutil.which("jar")
     if javac is None or jar is None:
@@ -101,11 +111,13 @@ def build() -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     # Private build folder, then an atomic rename: processes that start at once do not collide.
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".build-") as tmp:
-        classes, built = Path(tmp) / "classes", Path(tmp) / OWN_JAR
+        classes, built, built_iceberg = Path(tmp) / "classes", Path(tmp) / OWN_JAR, Path(tmp) / ICEBERG_JAR
         sources = [str(f) for f in sorted(JAVA_SOURCES.rglob("*.java"))]
         steps = [
             [javac, "--release", "17", "-nowarn", "-cp", ":".join(str(c) for c in classpath), "-d", str(classes),
              *sources],
+            [jar, "--create", "--file", str(built_iceberg), "-C", str(classes), ICEBERG_PACKAGE],
+            ["rm", "-r", str(classes / ICEBERG_PACKAGE)],
             [jar, "--create", "--file", str(built), "-C", str(classes), "."],
         ]
         for cmd in steps:
@@ -113,6 +125,7 @@ def build() -> Path:
             if proc.returncode != 0:
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
                 raise SetupError(f"building icetide's JVM classes failed ({Path(cmd[0]).name}):\n{tail}")
+        os.replace(built_iceberg, iceberg_out)
         os.replace(built, out)
     marker.write_text(digest)
     return out

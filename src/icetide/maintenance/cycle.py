@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -9,14 +10,17 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from icetide.config.models import PipelineConfig, interval_seconds
+from icetide.config.policy import MaintenancePolicy
 from icetide.health.watch import collect_all, namespaces
 from icetide.ingest.tables import list_tables, table_exists
-from icetide.maintenance import partitions
+from icetide.maintenance import layout, partitions, telemetry
 from icetide.maintenance.executor import ActionRecord, Budget, Executor, last_maintained
 from icetide.maintenance.planner import TablePlan, order, plan_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 
 def plan_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
@@ -30,13 +34,27 @@ def plan_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None 
     healths = collect_all(spark, cfg, names, alert=False)
     last = last_maintained(spark, cat, cfg.maintenance.log_table)
     queries = query_counts(spark, cfg, now_ms)
+    demand = telemetry.column_demand(spark, cfg, now_ms)
     plans = []
     for h in healths:
         short = h.table.split(".", 1)[1]
         spec = partitions.spec(spark, h.table)
-        plans.append(plan_table(h, spec, cfg.maintenance.policy_for(short), now_ms, last.get(h.table),
-                                queries.get(short, 0)))
+        policy = cfg.maintenance.policy_for(short)
+        plans.append(plan_table(h, spec, policy, now_ms, last.get(h.table), queries.get(short, 0),
+                                _layout_input(spark, h.table, demand.get(short, []), policy)))
     return order(plans)
+
+
+def _layout_input(spark: SparkSession, table: str, demand: list[telemetry.ColumnDemand],
+                  policy: MaintenancePolicy) -> layout.LayoutInput | None:
+    """Clustering of the table on its most wanted column (only when telemetry names one)."""
+    if not demand or policy.sort_columns or not policy.layout_from_telemetry:
+        return None
+    columns = spark.table(table).columns
+    top = next((d for d in demand if d.column in columns and d.scans >= policy.layout_min_scans), None)
+    if top is None:
+        return None
+    return layout.LayoutInput(demand, layout.clustering(spark, table, top.column), columns)
 
 
 def query_counts(spark: SparkSession, cfg: PipelineConfig, now_ms: int) -> dict[str, int]:
@@ -64,6 +82,11 @@ def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None
     tables' rewrites take minutes: a partition the stream started writing meanwhile is left alone.
     """
     m = cfg.maintenance
+    if not dry_run:
+        try:
+            telemetry.load_spool(spark, cfg)
+        except Exception:  # telemetry is advisory: a broken spool never stops maintenance
+            log.exception("telemetry: loading the scan report spool failed")
     executor = Executor(spark, cfg.catalog.name, m.log_table, in_flight_since_ms=in_flight_since_ms)
     budget = Budget(m.rewrites_per_cycle, m.rewrite_bytes_per_cycle)
     executed: list[TablePlan] = []

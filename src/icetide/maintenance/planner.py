@@ -28,6 +28,7 @@ from typing import Any
 
 from icetide.config.policy import MaintenancePolicy
 from icetide.health.model import PartitionHealth, TableHealth
+from icetide.maintenance import layout
 from icetide.maintenance.partitions import PartitionField, where
 
 MAX_PARTITIONS_PER_STEP = 50
@@ -126,7 +127,8 @@ def expirable(snapshot_times_ms: list[int], older_than_ms: float, retain_last: i
 
 
 def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePolicy, now_ms: int,
-               last_maintained_ms: int | None = None, queries: int = 0) -> TablePlan:
+               last_maintained_ms: int | None = None, queries: int = 0,
+               layout_input: layout.LayoutInput | None = None) -> TablePlan:
     steps: list[Step] = []
     skipped: list[str] = []
     t = h.table
@@ -180,6 +182,16 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             why.append(f"delete ratio {p.delete_ratio:.3f} / {p.delete_files} delete files")
         candidates.append((p, "; ".join(why)))
 
+    decision = None
+    if layout_input is not None and "rewrite_data_files" in policy.steps:
+        hot = {p.partition for p in h.partitions if _hot(p, policy, now_ms)}
+        decision = layout.decide(layout_input.demand, layout_input.clustering, policy, layout_input.table_columns,
+                                 hot)
+        if decision is not None and not decision.worth_it:
+            skipped.append(decision.why())
+            decision = None
+    sort_columns = policy.sort_columns or (decision.columns if decision else [])
+
     if "rewrite_data_files" in policy.steps and candidates:
         chosen = candidates[:MAX_PARTITIONS_PER_STEP]
         filters = []
@@ -194,16 +206,22 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
         bytes_in = sum(p.data_bytes for p, _ in chosen)
         files_out = sum(max(1, math.ceil(p.data_bytes / target)) for p, _ in chosen)
         if not spec or filters:
-            args: dict[str, Any] = {"strategy": policy.strategy}
+            args: dict[str, Any] = {"strategy": "binpack"}
+            if policy.strategy == "sort" and not sort_columns:
+                args = {"strategy": "sort"}  # the table's own sort order
+            elif policy.strategy == "sort":
+                args = {"strategy": "sort", "sort_order": ", ".join(f"{c} ASC NULLS LAST" for c in sort_columns)}
+            elif policy.strategy == "zorder" and sort_columns:
+                args = {"strategy": "sort", "sort_order": f"zorder({', '.join(sort_columns)})"}
+            elif decision is not None:
+                args = layout.sort_args(decision.columns)
             if spec:
                 args["where"] = " OR ".join(f"({f})" for f in filters)
-            if policy.strategy == "sort" and policy.sort_columns:
-                args["sort_order"] = ", ".join(f"{c} ASC NULLS LAST" for c in policy.sort_columns)
-            elif policy.strategy == "zorder" and policy.sort_columns:
-                args["sort_order"] = f"zorder({', '.join(policy.sort_columns)})"
+            reason = "; ".join(f"{p.partition or '(unpartitioned)'}: {why}" for p, why in chosen)
+            if decision is not None and not (policy.strategy in ("sort", "zorder") and policy.sort_columns):
+                reason += f"; sorted by {', '.join(decision.columns)} ({decision.why()})"
             steps.append(Step(
-                t, "rewrite_data_files",
-                "; ".join(f"{p.partition or '(unpartitioned)'}: {why}" for p, why in chosen),
+                t, "rewrite_data_files", reason,
                 {"partitions": len(chosen), "small_files": files_in, "bytes": bytes_in,
                  "target_file_size_bytes": target},
                 f"~{sum(p.data_files for p, _ in chosen)} → ~{files_out} data files in {len(chosen)} cold "
@@ -222,6 +240,9 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
                 partitions=[p.partition for p, _ in chosen],
                 expected_bytes=bytes_in,
             ))
+
+    if decision is not None:
+        steps += _layout_step(t, spec, decision, target, {p.partition for p, _ in candidates}, skipped)
 
     pos = [(p, w) for p, w in candidates if p.position_delete_files >= 2]
     if "rewrite_position_delete_files" in policy.steps and pos:
@@ -297,6 +318,36 @@ def _hot_steps(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             expected_bytes=approx,
         ))
     return steps
+
+
+def _layout_step(t: str, spec: list[PartitionField], d: layout.Decision, target: int, compacting: set[str],
+                 skipped: list[str]) -> list[Step]:
+    """Sort the decision's partitions that the compaction step above does not already rewrite."""
+    parts = [p for p in d.partitions if p.partition not in compacting][:MAX_PARTITIONS_PER_STEP]
+    if not parts:
+        return []
+    args: dict[str, Any] = layout.sort_args(d.columns)
+    if spec:
+        filters = []
+        for p in parts:
+            f = where(spec, p.partition)
+            if f is None:
+                skipped.append(f"{p.partition}: cannot be selected safely by a filter; left alone")
+            else:
+                filters.append(f)
+        if not filters:
+            return []
+        args["where"] = " OR ".join(f"({f})" for f in filters)
+    return [Step(
+        t, "rewrite_data_files", d.why(), layout.figures(d),
+        f"~{sum(p.files for p in parts)} files in {len(parts)} cold partition(s) rewritten sorted by "
+        f"{', '.join(d.columns)}; a filter on {d.columns[0]} reads ~1 file per partition instead of ~{d.depth:.1f}",
+        args=args,
+        options={"rewrite-all": "true", "target-file-size-bytes": str(target), "partial-progress.enabled": "true",
+                 "use-starting-sequence-number": "true"},
+        partitions=[p.partition for p in parts],
+        expected_bytes=sum(p.bytes for p in parts),
+    )]
 
 
 def order(plans: list[TablePlan]) -> list[TablePlan]:

@@ -65,6 +65,11 @@ def icetide_jar() -> list[Path]:
         return []
 
 
+def _iceberg_jar(own: list[Path]) -> list[Path]:
+    """icetide's Iceberg-facing classes (the scan telemetry reporter), built with :func:`icetide_jar`."""
+    return [jvm.iceberg_jar()] if own and jvm.iceberg_jar().exists() else []
+
+
 def session_conf(cfg: PipelineConfig) -> dict[str, str]:
     conf: dict[str, str] = {
         "spark.sql.extensions": EXTENSIONS,
@@ -87,11 +92,11 @@ def session_conf(cfg: PipelineConfig) -> dict[str, str]:
     own: list[Path] = []
     if cfg.spark.jars == "local":
         own = icetide_jar()
-        conf["spark.jars"] = ",".join(str(j) for j in [*local_jars(), *own])
+        conf["spark.jars"] = ",".join(str(j) for j in [*local_jars(), *own, *_iceberg_jar(own)])
     elif cfg.spark.jars == "packages":
         conf["spark.jars.packages"] = maven_packages()
         if own := icetide_jar():
-            conf["spark.jars"] = str(own[0])
+            conf["spark.jars"] = ",".join(str(j) for j in [*own, *_iceberg_jar(own)])
     if own and cfg.spark.master and cfg.spark.master.startswith("local"):
         # Local files (a local warehouse, checkpoints) without a forked `chmod` and a .crc sidecar
         # per file created: see NioLocalFileSystem.java. Only file://, only in local mode (the

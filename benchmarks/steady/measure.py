@@ -1,0 +1,127 @@
+"""Measurements of the steady benchmark: the fully compacted copy, the query mix through Spark and
+through PyIceberg (no JVM), file layout figures and write amplification."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pyarrow.compute as pc
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
+
+CAT = "icetide"
+COPY_NS = "bench_c"
+SPECS = {"day": "days(event_time)", "hour": "hours(event_time)", "cdc": None}
+SORT = {"day": "event_time", "hour": "event_time", "cdc": "id"}
+TARGET = 128 * 1024 * 1024
+
+
+def table_of(family: str, arm: str) -> str:
+    """namespace.table of an arm: plain (unmaintained), ice (icetide), compact (fully compacted copy)."""
+    return f"{COPY_NS}.{family}" if arm == "compact" else f"bench.{family}_{arm}"
+
+
+def build_compacted_copy(spark: Any, family: str) -> float:
+    """Copy the unmaintained table's current state, then compact (and sort) it fully; seconds taken."""
+    t0 = time.monotonic()
+    src, dst = f"{CAT}.{table_of(family, 'plain')}", f"{CAT}.{table_of(family, 'compact')}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CAT}.{COPY_NS}")
+    spark.sql(f"DROP TABLE IF EXISTS {dst} PURGE")
+    part = f"PARTITIONED BY ({SPECS[family]})" if SPECS[family] else ""
+    spark.sql(f"CREATE TABLE {dst} USING iceberg {part} TBLPROPERTIES ('format-version'='2', "
+              f"'write.target-file-size-bytes'='{TARGET}') AS SELECT * FROM {src}")
+    spark.sql(f"CALL {CAT}.system.rewrite_data_files(table => '{table_of(family, 'compact')}', strategy => 'sort', "
+              f"sort_order => '{SORT[family]} ASC NULLS LAST', options => map('rewrite-all', 'true', "
+              f"'target-file-size-bytes', '{TARGET}'))")
+    return time.monotonic() - t0
+
+
+def layout(spark: Any, family: str, arm: str) -> dict[str, Any]:
+    """Data files, delete files and average data file size, overall and in the newest partition."""
+    t = f"{CAT}.{table_of(family, arm)}"
+    part = "to_json(partition)" if SPECS[family] else "''"
+    rows = spark.sql(f"SELECT {part} p, content, count(*) n, sum(file_size_in_bytes) b FROM {t}.files "
+                     "GROUP BY 1, 2").collect()
+    data = {r["p"]: (int(r["n"]), int(r["b"])) for r in rows if r["content"] == 0}
+    deletes = sum(int(r["n"]) for r in rows if r["content"] != 0)
+    newest = max(data) if data else None
+    files = sum(n for n, _ in data.values())
+    size = sum(b for _, b in data.values())
+    return {"data_files": files, "delete_files": deletes, "partitions": len(data),
+            "avg_file_bytes": round(size / files) if files else 0,
+            "max_partition_files": max((n for n, _ in data.values()), default=0),
+            "newest_partition_files": data[newest][0] if newest else 0}
+
+
+def write_amplification(spark: Any, family: str) -> dict[str, int]:
+    """Bytes ingest committed and bytes icetide's rewrites replaced, from the icetide arm's snapshots."""
+    t = f"{CAT}.{table_of(family, 'ice')}"
+    r = spark.sql(f"""SELECT
+        coalesce(sum(CASE WHEN summary['icetide.pipeline'] IS NOT NULL
+                     THEN CAST(summary['added-files-size'] AS BIGINT) END), 0) AS ingested,
+        coalesce(sum(CASE WHEN operation = 'replace'
+                     THEN CAST(summary['removed-files-size'] AS BIGINT) END), 0) AS rewritten
+        FROM {t}.snapshots""").first()
+    return {"ingested_bytes": int(r["ingested"]), "rewritten_bytes": int(r["rewritten"])}
+
+
+class Queries:
+    """The fixed query mix, through Spark SQL and through PyIceberg; each timed as the best of 3."""
+
+    def __init__(self, spark: Any, catalog_db: str, warehouse: str) -> None:
+        self.spark = spark
+        self.py = SqlCatalog(CAT, uri=f"sqlite:///{catalog_db}", warehouse=f"file://{warehouse}")
+
+    def run(self, family: str, arm: str, point_id: Any, now_event: datetime) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, (sql, py) in self._mix(family, arm, point_id, now_event).items():
+            out[f"spark.{name}"] = _best(lambda s=sql: self.spark.sql(s).collect())
+            out[f"pyiceberg.{name}"] = _best(py)
+        return out
+
+    def _mix(self, family: str, arm: str, point_id: Any, now: datetime) -> dict[str, tuple[str, Callable[[], Any]]]:
+        ident = table_of(family, arm)
+        t = f"{CAT}.{ident}"
+        load = lambda: self.py.load_table(ident)  # noqa: E731 - fresh metadata on every run
+        if family == "cdc":
+            lo = int(point_id)
+            return {
+                "point": (f"SELECT * FROM {t} WHERE id = {lo}",
+                          lambda: load().scan(row_filter=EqualTo("id", lo)).to_arrow()),
+                "range": (f"SELECT count(*), sum(balance) FROM {t} WHERE id >= {lo} AND id < {lo + 1000}",
+                          lambda: _sum(load().scan(row_filter=And(GreaterThanOrEqual("id", lo),
+                                                                  LessThan("id", lo + 1000)),
+                                                   selected_fields=("balance",)).to_arrow(), "balance")),
+                "aggregate": (f"SELECT count(*), sum(balance) FROM {t}",
+                              lambda: _sum(load().scan(selected_fields=("balance",)).to_arrow(), "balance")),
+            }
+        hour_ago = (now - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
+        day = now.strftime("%Y-%m-%d")
+        return {
+            "point": (f"SELECT * FROM {t} WHERE id = '{point_id}'",
+                      lambda: load().scan(row_filter=EqualTo("id", str(point_id))).to_arrow()),
+            "last_hour": (f"SELECT count(*), sum(amount) FROM {t} WHERE event_time >= TIMESTAMP '{hour_ago}'",
+                          lambda: _sum(load().scan(row_filter=GreaterThanOrEqual("event_time", hour_ago + "+00:00"),
+                                                   selected_fields=("amount",)).to_arrow(), "amount")),
+            "day_by_type": (f"SELECT event_type, count(*), sum(amount) FROM {t} WHERE event_time >= "
+                            f"TIMESTAMP '{day}T00:00:00' GROUP BY event_type",
+                            lambda: load().scan(row_filter=GreaterThanOrEqual("event_time", f"{day}T00:00:00+00:00"),
+                                                selected_fields=("event_type", "amount")).to_arrow()
+                            .group_by("event_type").aggregate([("amount", "sum"), ("amount", "count")])),
+        }
+
+
+def _sum(table: Any, column: str) -> tuple[int, Any]:
+    return table.num_rows, pc.sum(table[column]).as_py()
+
+
+def _best(fn: Callable[[], Any], n: int = 3) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return round(min(times), 4)
