@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from icetide.app.runner import Runner
 from icetide.config import load_config
-from icetide.config.models import TargetTable
+from icetide.config.target import TargetTable
 from icetide.demo.events import create_topic
 from icetide.identifiers import NAME_RE, SQL_RESERVED, validate_table
 from icetide.ingest import decode, routing

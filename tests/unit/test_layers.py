@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "icetide"
 
 #: Lowest first. A package may import its own layer's siblings and anything below, never above.
 LAYERS: list[set[str]] = [
-    {"errors", "paths", "identifiers", "__init__"},
+    {"errors", "paths", "identifiers", "loops", "__init__"},
     {"config"},
     {"jvm", "catalog", "services"},
     {"spark"},
@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
 ]
 MAX_LINES = 400
 #: Modules still over the limit, with the size they may not grow past (issue #14 splits them next).
-OVERSIZE = {"ingest/sink.py": 830, "config/models.py": 610, "cli/main.py": 460}
+OVERSIZE = {"ingest/sink.py": 830, "cli/main.py": 460}
 
 
 def _level(pkg: str) -> int:

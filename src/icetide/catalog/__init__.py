@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from icetide.catalog import jdbc, rest
-from icetide.config.models import JdbcCatalog, PipelineConfig, RestCatalog
-
-CatalogConfig = JdbcCatalog | RestCatalog
+from icetide.config.models import PipelineConfig
 
 _BACKENDS: dict[str, Callable[..., dict[str, str]]] = {
     "jdbc": jdbc.catalog_properties,

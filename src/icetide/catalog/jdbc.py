@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from icetide.config.models import JdbcCatalog
+from icetide.config.catalog import JdbcCatalog
 from icetide.errors import ConfigError
 
 SQLITE = "jdbc:sqlite:"

@@ -8,7 +8,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
-from icetide.config.models import RestCatalog
+from icetide.config.catalog import RestCatalog
 from icetide.errors import ServiceUnreachableError
 
 

@@ -348,19 +348,9 @@ def maintain(config_path: Path, namespaces: tuple[str, ...], dry_run: bool, watc
     spark = build_session(cfg)
     tables = [t for ns in namespaces for t in list_tables(spark, cfg.catalog.name, ns)] if namespaces else None
     if watch:
-        import signal
-        import threading
-
         from icetide.maintenance.loop import MaintenanceLoop
 
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        loop = MaintenanceLoop(spark, cfg, lambda: tables).start()
-        loop.notify()
-        while not stop.wait(1.0):
-            pass
-        loop.stop()
+        MaintenanceLoop(spark, cfg, lambda: tables, run_first=True).stop_on_signals().run()
         return
     plans, records = run_cycle(spark, cfg, tables, dry_run=dry_run)
     if output == "json":
@@ -405,13 +395,11 @@ def report(config_path: Path, out_path: Path, hours: float, collect: bool) -> No
 @handle_errors
 def metrics(config_path: Path, once: bool, duration: float | None) -> None:
     """Serve a Prometheus endpoint with health figures, collected every health.interval."""
-    import threading
-    import time
 
     from prometheus_client import REGISTRY, start_http_server
 
-    from icetide.config.models import interval_seconds
-    from icetide.health.metrics import HealthCollector
+    from icetide.config.base import interval_seconds
+    from icetide.health.metrics import HealthCollector, MetricsLoop
     from icetide.health.watch import collect_all
     from icetide.spark import build_session
 
@@ -422,14 +410,8 @@ def metrics(config_path: Path, once: bool, duration: float | None) -> None:
     collector.update(collect_all(spark, cfg))
     start_http_server(cfg.health.metrics_port, addr=cfg.health.metrics_host)
     console.print(f"serving metrics on http://{cfg.health.metrics_host}:{cfg.health.metrics_port}/metrics")
-    stop = threading.Event()
-    deadline = None if duration is None else time.monotonic() + duration
-    every = interval_seconds(cfg.health.interval)
-    while not stop.wait(min(every, max(0.1, (deadline or float("inf")) - time.monotonic()))):
-        if deadline is not None and time.monotonic() >= deadline:
-            break
-        if not once:
-            collector.update(collect_all(spark, cfg))
+    every = float("inf") if once else interval_seconds(cfg.health.interval)
+    MetricsLoop(spark, cfg, collector, every).stop_on_signals().run(duration)
 
 
 @cli.command()

@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-StepName = Literal["expire_snapshots", "remove_orphan_files", "rewrite_hot_files", "rewrite_data_files",
-                   "rewrite_position_delete_files", "rewrite_manifests"]
-STEPS: tuple[StepName, ...] = ("expire_snapshots", "remove_orphan_files", "rewrite_hot_files", "rewrite_data_files",
-                               "rewrite_position_delete_files", "rewrite_manifests")
-DEFAULT_STEPS: tuple[StepName, ...] = ("expire_snapshots", "rewrite_hot_files", "rewrite_data_files",
-                                       "rewrite_position_delete_files", "rewrite_manifests")
+
+class StepName(StrEnum):
+    """A maintenance step; in the order a plan runs them. The value is what config, plans and the
+    action log say (for all but ``rewrite_hot_files`` also the name of the Iceberg procedure)."""
+
+    EXPIRE_SNAPSHOTS = "expire_snapshots"
+    REMOVE_ORPHAN_FILES = "remove_orphan_files"
+    REWRITE_HOT_FILES = "rewrite_hot_files"
+    REWRITE_DATA_FILES = "rewrite_data_files"
+    REWRITE_POSITION_DELETE_FILES = "rewrite_position_delete_files"
+    REWRITE_MANIFESTS = "rewrite_manifests"
+
+    @property
+    def procedure(self) -> str:
+        return "rewrite_data_files" if self is StepName.REWRITE_HOT_FILES else self.value
+
+    @property
+    def rewrites_data(self) -> bool:
+        return self in (StepName.REWRITE_HOT_FILES, StepName.REWRITE_DATA_FILES,
+                        StepName.REWRITE_POSITION_DELETE_FILES)
+
+
+STEPS: tuple[StepName, ...] = tuple(StepName)
+DEFAULT_STEPS: tuple[StepName, ...] = tuple(s for s in StepName if s is not StepName.REMOVE_ORPHAN_FILES)
 ORPHAN_FLOOR_SECONDS = 3600  # must exceed the longest commit interval of any writer of the table
 
 

@@ -11,21 +11,14 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from icetide.config.models import (
-    CdcSettings,
-    DeadLetter,
-    HealthSettings,
-    JdbcCatalog,
-    KafkaSource,
-    MaintenanceSettings,
-    PipelineConfig,
-    RestCatalog,
-    RouteSettings,
-    SparkSettings,
-    StreamSettings,
-    TargetTable,
-)
+from icetide.config.catalog import JdbcCatalog, RestCatalog
+from icetide.config.health import HealthSettings
+from icetide.config.maintenance import MaintenanceSettings
+from icetide.config.models import PipelineConfig
 from icetide.config.policy import MaintenancePolicy
+from icetide.config.source import KafkaSource
+from icetide.config.stream import DeadLetter, SparkSettings, StreamSettings
+from icetide.config.target import CdcSettings, RouteSettings, TargetTable
 from icetide.config.thresholds import HealthThresholds
 
 SECTIONS: list[tuple[str, type[BaseModel]]] = [

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from icetide.config.models import PipelineConfig
 from icetide.health.model import TableHealth
 from icetide.health.score import TIERS
+from icetide.loops import LoopService
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 TABLE_GAUGES: list[tuple[str, str, str]] = [
     ("score", "score", "Health score 0-100 (higher is healthier)"),
@@ -73,3 +79,18 @@ class HealthCollector(Collector):
                 for p in worst:
                     g.add_metric([h.table, p.partition or "(unpartitioned)"], float(getattr(p, name)))
             yield g
+
+
+class MetricsLoop(LoopService):
+    """Collects every watched table's figures into a :class:`HealthCollector` every interval."""
+
+    name = "metrics"
+
+    def __init__(self, spark: SparkSession, cfg: PipelineConfig, collector: HealthCollector, every: float) -> None:
+        super().__init__(every)
+        self.spark, self.cfg, self.collector = spark, cfg, collector
+
+    def tick(self) -> None:
+        from icetide.health.watch import collect_all
+
+        self.collector.update(collect_all(self.spark, self.cfg))

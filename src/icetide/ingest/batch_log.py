@@ -21,7 +21,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from icetide.config.models import STREAMING_TABLE_DEFAULTS, PipelineConfig
+from icetide.config.base import STREAMING_TABLE_DEFAULTS
+from icetide.config.models import PipelineConfig
 from icetide.ingest.tables import ensure_table
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType, TimestampType
 
-from icetide.config.models import CdcSettings
+from icetide.config.target import CdcSettings
 from icetide.ingest import decode
 
 if TYPE_CHECKING:

@@ -20,7 +20,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
-from icetide.config.models import STREAMING_TABLE_DEFAULTS, PipelineConfig
+from icetide.config.base import STREAMING_TABLE_DEFAULTS
+from icetide.config.models import PipelineConfig
 from icetide.identifiers import validate_pipeline, validate_topic
 from icetide.ingest.source import client_conf
 from icetide.ingest.tables import ensure_table, table_exists

@@ -43,7 +43,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from icetide.config.models import COLUMN_RE
+from icetide.config.base import COLUMN_RE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from icetide.config.models import PLACEHOLDER_RE, RouteSettings, TargetTable
+from icetide.config.base import PLACEHOLDER_RE
+from icetide.config.target import RouteSettings, TargetTable
 from icetide.errors import IdentifierError
 from icetide.identifiers import SQL_RESERVED, validate_table
 

@@ -38,13 +38,9 @@ from pyspark.sql.types import (
     _parse_datatype_string,
 )
 
-from icetide.config.models import (
-    STREAMING_TABLE_DEFAULTS,
-    TRANSFORM_RE,
-    CdcSettings,
-    PipelineConfig,
-    interval_seconds,
-)
+from icetide.config.base import STREAMING_TABLE_DEFAULTS, TRANSFORM_RE, interval_seconds
+from icetide.config.models import PipelineConfig
+from icetide.config.target import CdcSettings
 from icetide.errors import ConfigError
 from icetide.ingest import cdc, checkpoint, decode, evolution, inflight, multi_write, one_pass, routing, shapes
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters

@@ -6,7 +6,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from icetide.config.models import KafkaSource
+from icetide.config.source import KafkaSource
 from icetide.errors import ServiceUnreachableError
 from icetide.ingest.offsets import TopicPartition
 

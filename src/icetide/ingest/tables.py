@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions import partitioning as P
 from pyspark.sql.types import StructType
 
-from icetide.config.models import TRANSFORM_RE
+from icetide.config.base import TRANSFORM_RE
 from icetide.identifiers import validate_name
 
 if TYPE_CHECKING:

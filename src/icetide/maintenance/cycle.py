@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from icetide.config.models import PipelineConfig, interval_seconds
+from icetide.config.base import interval_seconds
+from icetide.config.models import PipelineConfig
 from icetide.config.policy import MaintenancePolicy
 from icetide.health.watch import collect_all, namespaces
 from icetide.ingest.tables import list_tables, table_exists

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType, TimestampType
 
+from icetide.config.policy import StepName
 from icetide.errors import is_commit_conflict
 from icetide.ingest.offsets import mirror_all
 from icetide.ingest.tables import ensure_table
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _SAFE_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:+ -(),<>=")
-PROCEDURE = {"rewrite_hot_files": "rewrite_data_files"}  # steps that are a procedure under another name
 
 LOG_SCHEMA = StructType([
     StructField("started_at", TimestampType()), StructField("table_name", StringType()),
@@ -52,9 +52,9 @@ class Budget:
     used_bytes: int = 0
 
     def allows(self, step: Step) -> bool:
-        if step.action == "rewrite_hot_files":  # small by construction (< fanout files per tier)
+        if step.action == StepName.REWRITE_HOT_FILES:  # small by construction (< fanout files per tier)
             return True
-        if step.action not in ("rewrite_data_files", "rewrite_position_delete_files"):
+        if step.action not in (StepName.REWRITE_DATA_FILES, StepName.REWRITE_POSITION_DELETE_FILES):
             return True
         if self.used_rewrites >= self.rewrites:
             return False
@@ -62,16 +62,16 @@ class Budget:
         return self.used_rewrites == 0 or self.used_bytes + step.expected_bytes <= self.rewrite_bytes
 
     def spend(self, step: Step) -> None:
-        if step.action in ("rewrite_data_files", "rewrite_position_delete_files"):
+        if step.action in (StepName.REWRITE_DATA_FILES, StepName.REWRITE_POSITION_DELETE_FILES):
             self.used_rewrites += 1
-        if step.action in ("rewrite_hot_files", "rewrite_data_files", "rewrite_position_delete_files"):
+        if step.action.rewrites_data:
             self.used_bytes += step.expected_bytes
 
 
 @dataclass
 class ActionRecord:
     table: str
-    step: str
+    step: StepName
     outcome: str  # ok | failed | dry_run | over_budget
     started_at_ms: int
     seconds: float = 0.0
@@ -101,10 +101,10 @@ def procedure_sql(catalog: str, step: Step) -> str:
     """``CALL <catalog>.system.<procedure>(...)`` for a planned step."""
     args = [f"table => {_quote(step.table)}"]  # catalog-qualified: no lookup of the namespace as a catalog
     a = step.args
-    if step.action == "expire_snapshots":
+    if step.action == StepName.EXPIRE_SNAPSHOTS:
         args += [f"older_than => TIMESTAMP {_quote(a['older_than'])}", f"retain_last => {int(a['retain_last'])}"]
-    elif step.action in ("rewrite_hot_files", "rewrite_data_files", "rewrite_position_delete_files"):
-        if step.action != "rewrite_position_delete_files":
+    elif step.action.rewrites_data:
+        if step.action != StepName.REWRITE_POSITION_DELETE_FILES:
             args.append(f"strategy => {_quote(a.get('strategy', 'binpack'))}")
             if a.get("sort_order"):
                 args.append(f"sort_order => {_quote(a['sort_order'])}")
@@ -113,20 +113,20 @@ def procedure_sql(catalog: str, step: Step) -> str:
         if step.options:
             pairs = ", ".join(f"{_quote(k)}, {_quote(v)}" for k, v in step.options.items())
             args.append(f"options => map({pairs})")
-    return f"CALL {catalog}.system.{PROCEDURE.get(step.action, step.action)}({', '.join(args)})"
+    return f"CALL {catalog}.system.{step.action.procedure}({', '.join(args)})"
 
 
 def _counts(step: str, rows: list[dict[str, Any]]) -> tuple[int | None, int | None, int | None]:
     if not rows:
         return None, None, None
     r = rows[0]
-    if step in ("rewrite_data_files", "rewrite_hot_files"):
+    if step in (StepName.REWRITE_DATA_FILES, StepName.REWRITE_HOT_FILES):
         return r.get("rewritten_data_files_count"), r.get("added_data_files_count"), r.get("rewritten_bytes_count")
-    if step == "rewrite_position_delete_files":
+    if step == StepName.REWRITE_POSITION_DELETE_FILES:
         return r.get("rewritten_delete_files_count"), r.get("added_delete_files_count"), r.get("rewritten_bytes_count")
-    if step == "rewrite_manifests":
+    if step == StepName.REWRITE_MANIFESTS:
         return r.get("rewritten_manifests_count"), r.get("added_manifests_count"), None
-    if step == "expire_snapshots":
+    if step == StepName.EXPIRE_SNAPSHOTS:
         return r.get("deleted_data_files_count"), 0, None
     return None, None, None
 
@@ -165,16 +165,16 @@ class Executor:
             log.info("maintenance: %s %s deferred (budget spent this cycle)", step.table, step.action)
             return rec
         started = time.monotonic()
-        if dry_run and step.action != "remove_orphan_files":
+        if dry_run and step.action != StepName.REMOVE_ORPHAN_FILES:
             rec.outcome = "dry_run"
             return rec
-        if step.action == "remove_orphan_files":
+        if step.action == StepName.REMOVE_ORPHAN_FILES:
             return self._orphans(step, rec, dry_run, started)
         sql = procedure_sql(self.catalog, step)
         for attempt in range(1, self.retries + 2):
             rec.attempts = attempt
             try:
-                if step.action == "expire_snapshots":
+                if step.action == StepName.EXPIRE_SNAPSHOTS:
                     # The offsets icetide's ingest recorded must outlive the snapshots that carry them.
                     mirror_all(self.spark, step.table)
                 log.info("maintenance: %s", sql)

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from icetide.config.models import COLUMN_RE
+from icetide.config.base import COLUMN_RE
 from icetide.config.policy import MaintenancePolicy
 from icetide.maintenance.telemetry import ColumnDemand
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from icetide.config.models import COLUMN_RE
+from icetide.config.base import COLUMN_RE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -26,7 +26,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from icetide.config.policy import MaintenancePolicy
+from icetide.config.policy import MaintenancePolicy, StepName
 from icetide.health.model import PartitionHealth, TableHealth
 from icetide.maintenance import layout
 from icetide.maintenance.partitions import PartitionField, where
@@ -37,7 +37,7 @@ MAX_PARTITIONS_PER_STEP = 50
 @dataclass
 class Step:
     table: str
-    action: str
+    action: StepName
     reason: str
     figures: dict[str, Any]
     expected: str
@@ -134,7 +134,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
     t = h.table
     target = policy.target_file_size_bytes or h.target_file_bytes
 
-    if "expire_snapshots" in policy.steps and h.snapshots > policy.snapshots_trigger:
+    if StepName.EXPIRE_SNAPSHOTS in policy.steps and h.snapshots > policy.snapshots_trigger:
         older = now_ms - policy.snapshot_max_age_seconds * 1000
         n = expirable(h.snapshot_times_ms, older, policy.snapshot_retain_last)
         if n == 0:
@@ -142,7 +142,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
                            f"none beyond the last {policy.snapshot_retain_last} is older than {_ts(older)} UTC")
         else:
             steps.append(Step(
-                t, "expire_snapshots",
+                t, StepName.EXPIRE_SNAPSHOTS,
                 f"{h.snapshots} snapshots > trigger {policy.snapshots_trigger}; {n} older than the age floor",
                 {"snapshots": h.snapshots, "expirable": n},
                 f"drop snapshots older than {_ts(older)} UTC, keeping the last {policy.snapshot_retain_last}; "
@@ -150,17 +150,17 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
                 args={"older_than": _ts(older), "retain_last": policy.snapshot_retain_last},
             ))
 
-    if "remove_orphan_files" in policy.steps:
+    if StepName.REMOVE_ORPHAN_FILES in policy.steps:
         older = now_ms - policy.orphan_min_age_seconds * 1000
         steps.append(Step(
-            t, "remove_orphan_files", "orphan cleanup is enabled for this table",
+            t, StepName.REMOVE_ORPHAN_FILES, "orphan cleanup is enabled for this table",
             {"orphan_min_age_seconds": policy.orphan_min_age_seconds},
             f"delete files under the table location older than {_ts(older)} UTC that no snapshot references "
             "(dry run first, every path logged)",
             args={"older_than": _ts(older)},
         ))
 
-    if "rewrite_hot_files" in policy.steps:
+    if StepName.REWRITE_HOT_FILES in policy.steps:
         steps += _hot_steps(h, spec, policy, now_ms, target, skipped)
 
     candidates: list[tuple[PartitionHealth, str]] = []
@@ -183,7 +183,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
         candidates.append((p, "; ".join(why)))
 
     decision = None
-    if layout_input is not None and "rewrite_data_files" in policy.steps:
+    if layout_input is not None and StepName.REWRITE_DATA_FILES in policy.steps:
         hot = {p.partition for p in h.partitions if _hot(p, policy, now_ms)}
         decision = layout.decide(layout_input.demand, layout_input.clustering, policy, layout_input.table_columns,
                                  hot)
@@ -192,7 +192,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             decision = None
     sort_columns = policy.sort_columns or (decision.columns if decision else [])
 
-    if "rewrite_data_files" in policy.steps and candidates:
+    if StepName.REWRITE_DATA_FILES in policy.steps and candidates:
         chosen = candidates[:MAX_PARTITIONS_PER_STEP]
         filters = []
         if spec:
@@ -221,7 +221,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             if decision is not None and not (policy.strategy in ("sort", "zorder") and policy.sort_columns):
                 reason += f"; sorted by {', '.join(decision.columns)} ({decision.why()})"
             steps.append(Step(
-                t, "rewrite_data_files", reason,
+                t, StepName.REWRITE_DATA_FILES, reason,
                 {"partitions": len(chosen), "small_files": files_in, "bytes": bytes_in,
                  "target_file_size_bytes": target},
                 f"~{sum(p.data_files for p, _ in chosen)} → ~{files_out} data files in {len(chosen)} cold "
@@ -245,12 +245,12 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
         steps += _layout_step(t, spec, decision, target, {p.partition for p, _ in candidates}, skipped)
 
     pos = [(p, w) for p, w in candidates if p.position_delete_files >= 2]
-    if "rewrite_position_delete_files" in policy.steps and pos:
+    if StepName.REWRITE_POSITION_DELETE_FILES in policy.steps and pos:
         filters = [f for p, _ in pos if (f := where(spec, p.partition)) is not None] if spec else []
         if not spec or filters:
             n = sum(p.position_delete_files for p, _ in pos)
             steps.append(Step(
-                t, "rewrite_position_delete_files",
+                t, StepName.REWRITE_POSITION_DELETE_FILES,
                 f"{n} position delete files in {len(pos)} cold partition(s)",
                 {"position_delete_files": n},
                 f"~{n} → ~{len(pos)} position delete files, dangling deletes dropped",
@@ -259,10 +259,10 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
                 partitions=[p.partition for p, _ in pos],
             ))
 
-    if "rewrite_manifests" in policy.steps and h.manifests > policy.manifests_trigger:
+    if StepName.REWRITE_MANIFESTS in policy.steps and h.manifests > policy.manifests_trigger:
         after = max(1, math.ceil(h.manifest_bytes / (8 * 1024 * 1024)))
         steps.append(Step(
-            t, "rewrite_manifests", f"{h.manifests} manifests > trigger {policy.manifests_trigger}",
+            t, StepName.REWRITE_MANIFESTS, f"{h.manifests} manifests > trigger {policy.manifests_trigger}",
             {"manifests": h.manifests, "manifest_bytes": h.manifest_bytes},
             f"~{h.manifests} → ~{after} manifests (faster planning)",
         ))
@@ -296,7 +296,7 @@ def _hot_steps(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
         if spec:
             args["where"] = " OR ".join(f"({f})" for _, _, f in chosen)
         steps.append(Step(
-            h.table, "rewrite_hot_files",
+            h.table, StepName.REWRITE_HOT_FILES,
             "; ".join(f"{p.partition or '(unpartitioned)'}: hot, size tier {m.tier} holds {m.tier_files} files "
                       f"(≥ fanout {policy.tier_fanout})" for p, m, _ in chosen),
             {"partitions": len(chosen), "files": files, "below_bytes": below, "approx_bytes": approx,
@@ -339,7 +339,7 @@ def _layout_step(t: str, spec: list[PartitionField], d: layout.Decision, target:
             return []
         args["where"] = " OR ".join(f"({f})" for f in filters)
     return [Step(
-        t, "rewrite_data_files", d.why(), layout.figures(d),
+        t, StepName.REWRITE_DATA_FILES, d.why(), layout.figures(d),
         f"~{sum(p.files for p in parts)} files in {len(parts)} cold partition(s) rewritten sorted by "
         f"{', '.join(d.columns)}; a filter on {d.columns[0]} reads ~1 file per partition instead of ~{d.depth:.1f}",
         args=args,

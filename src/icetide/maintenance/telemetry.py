@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
 
-from icetide.config.models import COLUMN_RE, PipelineConfig, interval_seconds
+from icetide.config.base import COLUMN_RE, interval_seconds
+from icetide.config.models import PipelineConfig
 from icetide.ingest.checkpoint import _fs_path
 from icetide.ingest.tables import ensure_table, table_exists
 

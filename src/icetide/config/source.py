@@ -1,0 +1,74 @@
+"""Section ``source``: the Kafka topics to read."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from icetide.config.base import Strict
+from icetide.errors import IdentifierError
+from icetide.identifiers import validate_topic
+
+
+class KafkaSource(Strict):
+    """Where records come from."""
+
+    bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
+    topics: list[str] | None = Field(default=None, description="Topics to read")
+    topic_pattern: str | None = Field(
+        default=None, description="Java regex of topics to read; new matching topics are picked up"
+    )
+    starting_offsets: Literal["earliest", "latest"] = Field(
+        default="earliest", description="Where a new pipeline (no checkpoint, no table offsets) starts"
+    )
+    max_offsets_per_trigger: int | None = Field(
+        default=1_000_000, gt=0, description="Upper bound of records per micro-batch"
+    )
+    min_partitions: int | None = Field(default=None, gt=0, description="Spark input partitions")
+    max_value_bytes: int = Field(
+        default=8 * 1024 * 1024, gt=0, description="Larger values are dead-lettered as oversized"
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Kafka consumer settings, e.g. security.protocol (kafka. prefix added)",
+    )
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _servers(cls, v: str) -> str:
+        for hp in v.split(","):
+            host, _, port = hp.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"{hp!r} is not host:port")
+        return v
+
+    @field_validator("topics")
+    @classmethod
+    def _topics(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None:
+            if not v:
+                raise ValueError("list at least one topic")
+            for t in v:
+                try:
+                    validate_topic(t)
+                except IdentifierError as e:
+                    raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("topic_pattern")
+    @classmethod
+    def _pattern(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise ValueError(f"not a valid regular expression: {e}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _one_subscription(self) -> KafkaSource:
+        if (self.topics is None) == (self.topic_pattern is None):
+            raise ValueError("set exactly one of 'topics' or 'topic_pattern'")
+        return self

@@ -1,0 +1,78 @@
+"""Sections ``dead_letter``, ``stream`` and ``spark``: how the streaming query runs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from icetide.config.base import Interval, Strict, TableId, interval_seconds
+
+
+class DeadLetter(Strict):
+    """Where records that cannot be written go, with the reason."""
+
+    table: TableId = Field(default="icetide.dead_letters", description="namespace.table")
+    replay_log_table: TableId | None = Field(
+        default=None, description="namespace.table recording replayed dead letters (default: <table>_replayed)"
+    )
+
+    def replay_log(self) -> str:
+        return self.replay_log_table or f"{self.table}_replayed"
+
+
+class StreamSettings(Strict):
+    """Structured Streaming settings."""
+
+    trigger_interval: Interval = Field(default="60 seconds", description="Micro-batch trigger interval")
+    checkpoint_location: str = Field(
+        default=".icetide/checkpoints/{pipeline}",
+        description="Spark checkpoint folder or URI; {pipeline} is replaced by the pipeline name",
+    )
+    on_missing_checkpoint: Literal["resume", "fail"] = Field(
+        default="resume",
+        description="When the checkpoint is gone: resume from offsets recorded in the tables, or fail",
+    )
+    restart_attempts: int = Field(default=3, ge=0, description="Restarts after a transient failure")
+    watermark_mirror_interval: Interval = Field(
+        default="60 seconds",
+        description="At most this often, copy each table's offsets into a table property (one extra commit); "
+        "maintenance also copies them before it expires snapshots",
+    )
+    table_write_parallelism: int = Field(
+        default=4, ge=1, le=64, description="Tables of one micro-batch written concurrently (each commits once)"
+    )
+    multi_table_write: bool = Field(
+        default=True,
+        description="With routing, write the appends of all tables of a micro-batch in one Spark job "
+        "(each table still commits on its own); false: one Spark job per table",
+    )
+    one_pass_write: bool = Field(
+        default=True,
+        description="With routing and multi_table_write, first write the batch's records for existing tables in "
+        "one pass over the batch (no cache), committing each table whose records show only shapes it is known to "
+        "fit; new tables, new shapes and bad records then take the usual two passes. false: always two passes",
+    )
+    batch_log_table: TableId | None = Field(
+        default="icetide.ingest_batches",
+        description="namespace.table keeping per-batch metrics per table (null: log only)",
+    )
+
+    def trigger_seconds(self) -> float:
+        return interval_seconds(self.trigger_interval)
+
+
+class SparkSettings(Strict):
+    """How the SparkSession is built."""
+
+    master: str | None = Field(
+        default="local[*]",
+        description="Spark master URL; null to take it from spark-submit/SPARK_MASTER",
+    )
+    app_name: str | None = Field(default=None, description="Default: icetide-<pipeline>")
+    jars: Literal["local", "packages", "none"] = Field(
+        default="local",
+        description="local: jars fetched by `icetide setup`; packages: spark.jars.packages (Ivy); "
+        "none: the cluster provides them",
+    )
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings")

@@ -1,0 +1,207 @@
+"""Section ``target``: where records land — one table or routed tables, their creation
+policy, and CDC."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from icetide.config.base import (
+    FIELD_PATH_RE,
+    HEADER_RE,
+    PLACEHOLDER_RE,
+    STREAMING_TABLE_DEFAULTS,
+    TEMPLATE_RE,
+    Columns,
+    Properties,
+    Strict,
+    TableId,
+    Transforms,
+    check_overrides,
+    merged_for,
+)
+from icetide.errors import IdentifierError
+from icetide.identifiers import validate_name
+
+
+class CdcSettings(Strict):
+    """Change data capture: keep a current-state table by primary key (MERGE per micro-batch)."""
+
+    format: Literal["plain", "debezium"] = Field(
+        default="plain",
+        description="plain: each record is the row plus an operation field; debezium: the Debezium JSON "
+        "envelope (before/after/op/ts_ms/source, optionally inside 'payload')",
+    )
+    primary_key: Columns = Field(description="Key columns of the row")
+    ordering: str = Field(
+        description="Field that decides which change wins (e.g. 'version', or 'source.lsn' in the envelope); "
+        "a change never overwrites a newer one"
+    )
+    ordering_type: Literal["long", "timestamp", "string"] = Field(
+        default="long", description="How ordering values compare"
+    )
+    operation_field: str = Field(default="op", description="Field holding the operation (plain format)")
+    insert_values: list[str] = Field(default_factory=lambda: ["c", "i", "insert", "create"])
+    update_values: list[str] = Field(default_factory=lambda: ["u", "update"])
+    delete_values: list[str] = Field(default_factory=lambda: ["d", "delete"])
+    read_values: list[str] = Field(
+        default_factory=lambda: ["r", "read", "snapshot"], description="Snapshot reads: applied as upserts"
+    )
+    write_mode: Literal["merge-on-read", "copy-on-write"] = Field(
+        default="merge-on-read", description="write.merge/update/delete.mode of CDC tables icetide creates"
+    )
+    tombstones: bool = Field(
+        default=True,
+        description="Remember deleted keys' ordering (table <name>_tombstones) so an older change arriving "
+        "after a delete cannot bring the row back",
+    )
+
+    @field_validator("primary_key")
+    @classmethod
+    def _pk(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("list at least one key column")
+        return v
+
+    @field_validator("ordering", "operation_field")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not FIELD_PATH_RE.fullmatch(v):
+            raise ValueError(f"{v[:64]!r} is not a field path like 'version' or 'source.lsn'")
+        return v
+
+    def table_properties(self) -> dict[str, str]:
+        return {f"write.{op}.mode": self.write_mode for op in ("merge", "update", "delete")}
+
+
+class TablePolicy(Strict):
+    """How icetide creates a table it has not seen before."""
+
+    schema_ddl: str | None = Field(
+        default=None,
+        alias="schema",
+        description="Record schema as Spark DDL ('id STRING, ts TIMESTAMP, ...'); "
+        "default: the existing table's schema, else inferred from the records",
+    )
+    partition_by: Transforms = Field(
+        default_factory=list, description="Partition transforms, e.g. ['days(event_time)']"
+    )
+    sort_by: Columns = Field(
+        default_factory=list, description="Sort order columns (used by writes and sort compaction)"
+    )
+    properties: Properties = Field(
+        default_factory=dict, description="Table properties on create (over icetide's defaults)"
+    )
+    cdc: CdcSettings | None = Field(
+        default=None, description="Upserts and deletes by primary key instead of appends"
+    )
+
+    def table_properties(self) -> dict[str, str]:
+        cdc = self.cdc.table_properties() if self.cdc else {}
+        return {**STREAMING_TABLE_DEFAULTS, **cdc, **self.properties}
+
+
+class RouteSettings(Strict):
+    """Route each record to a table chosen by its topic, one of its fields, or a header."""
+
+    by: Literal["topic", "field", "header"] = Field(description="Where the routing value comes from")
+    name: str | None = Field(
+        default=None, description="The field (dot path for nested fields) or header holding the value"
+    )
+    table: str = Field(
+        description="Table template, e.g. 'raw.{topic}' or 'events.{value}'; {value} (or {<name>}) "
+        "is the routing value, {topic} the topic, both lower-cased with '.' and '-' as '_' for topics"
+    )
+    namespaces: list[str] | None = Field(
+        default=None, description="Namespaces routed tables may live in; default: the template's namespace"
+    )
+    max_tables: int = Field(
+        default=100, gt=0, description="At most this many routed tables; records for more are dead-lettered"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> RouteSettings:
+        if self.by == "topic":
+            if self.name is not None:
+                raise ValueError("'name' is only used with by: field or by: header")
+        elif self.name is None:
+            raise ValueError(f"by: {self.by} needs 'name': the {self.by} that holds the routing value")
+        elif self.by == "field" and not FIELD_PATH_RE.fullmatch(self.name):
+            raise ValueError(f"name {self.name[:64]!r} is not a field path like 'event_type' or 'meta.kind'")
+        elif self.by == "header" and not HEADER_RE.fullmatch(self.name):
+            raise ValueError(f"name {self.name[:64]!r} is not a header name (A-Z a-z 0-9 . _ -)")
+        m = TEMPLATE_RE.fullmatch(self.table)
+        if m is None:
+            raise ValueError(
+                f"table {self.table[:64]!r} is not a template like 'raw.{{topic}}' or 'events.{{value}}' "
+                "(namespace.table of a-z 0-9 _ and {placeholders})"
+            )
+        allowed = {"topic", "value"} | ({self.name} if self.name and "." not in self.name else set())
+        for ph in PLACEHOLDER_RE.findall(self.table):
+            if ph not in allowed:
+                raise ValueError(f"table template placeholder {{{ph}}} is unknown; use one of "
+                                 + ", ".join(f"{{{a}}}" for a in sorted(allowed)))
+        if not PLACEHOLDER_RE.search(m.group("table")):
+            raise ValueError("table template must have a placeholder in the table name, e.g. 'raw.{topic}'")
+        if self.namespaces is None:
+            if PLACEHOLDER_RE.search(m.group("ns")):
+                raise ValueError("the template's namespace has a placeholder: list the allowed 'namespaces'")
+            self.namespaces = [m.group("ns")]
+        for ns in self.namespaces:
+            try:
+                validate_name(ns, "namespace")
+            except IdentifierError as e:
+                raise ValueError(str(e)) from None
+        return self
+
+    def template_parts(self) -> tuple[str, str]:
+        ns, table = self.table.split(".")
+        return ns, table
+
+
+class TargetTable(TablePolicy):
+    """Where records land: one table, or tables chosen per record by routing rules."""
+
+    table: TableId | None = Field(default=None, description="namespace.table inside the catalog")
+    route: RouteSettings | None = Field(default=None, description="Route records to many tables (instead of table)")
+    tables: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per-table creation policy: glob on namespace.table → schema, partition_by, sort_by, properties",
+    )
+    kafka_metadata_columns: bool = Field(
+        default=True,
+        description="Add _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp, _kafka_key",
+    )
+    evolve_schema: bool = Field(
+        default=True,
+        description="Add new fields as nullable columns and widen int→long, float→double, decimal "
+        "precision; off: fields not in the table are ignored",
+    )
+    max_columns: int = Field(
+        default=1000, gt=0, description="Schema evolution never grows a table beyond this many fields"
+    )
+
+    @field_validator("tables")
+    @classmethod
+    def _tables(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        check_overrides(TablePolicy, v)
+        return v
+
+    @model_validator(mode="after")
+    def _one_target(self) -> TargetTable:
+        if (self.table is None) == (self.route is None):
+            raise ValueError("set exactly one of 'table' (one table) or 'route' (tables chosen per record)")
+        return self
+
+    def policy_for(self, table: str) -> TablePolicy:
+        base = TablePolicy(schema=self.schema_ddl, partition_by=self.partition_by, sort_by=self.sort_by,
+                           properties=self.properties, cdc=self.cdc)
+        return merged_for(base, {k: {("schema_ddl" if kk == "schema" else kk): vv for kk, vv in v.items()}
+                                 for k, v in self.tables.items()}, table)
+
+    def namespaces(self) -> list[str]:
+        if self.route is not None:
+            return list(self.route.namespaces or [])
+        assert self.table is not None
+        return [self.table.split(".")[0]]
