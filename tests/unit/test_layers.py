@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
 ]
 MAX_LINES = 400
 #: Modules still over the limit, with the size they may not grow past (issue #14 splits them next).
-OVERSIZE = {"ingest/sink.py": 830, "cli/main.py": 460}
+OVERSIZE = {"cli/main.py": 460}
 
 
 def _level(pkg: str) -> int:

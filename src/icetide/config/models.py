@@ -49,5 +49,13 @@ class PipelineConfig(Strict):
         p = Path(path)
         return str(p if p.is_absolute() else (self.base_dir / p).resolve())
 
+    def own_tables(self) -> set[str]:
+        """``namespace.table`` of every table icetide keeps for its own bookkeeping (dead letters and
+        their replay log, health history, maintenance log, query telemetry, batch log): never a
+        routing destination. CDC tombstone tables (``<table>_tombstones``) are icetide's too."""
+        s, m = self.stream, self.maintenance
+        return {t for t in (self.dead_letter.table, self.dead_letter.replay_log(), self.health.history_table,
+                            m.log_table, m.telemetry_table, s.batch_log_table) if t}
+
     def checkpoint_dir(self) -> str:
         return self.resolve(self.stream.checkpoint_location.replace("{pipeline}", self.name))

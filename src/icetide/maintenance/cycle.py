@@ -28,7 +28,8 @@ def plan_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None 
              now_ms: int | None = None) -> list[TablePlan]:
     """Plans for every watched table (except icetide's own bookkeeping tables), highest priority first."""
     cat = cfg.catalog.name
-    own = {cfg.health.history_table, cfg.maintenance.log_table}
+    # the tables a cycle itself appends to while it runs (icetide's other tables are maintained)
+    own = {cfg.health.history_table, cfg.maintenance.log_table, cfg.maintenance.telemetry_table}
     names = tables if tables is not None else [t for ns in namespaces(cfg) for t in list_tables(spark, cat, ns)]
     names = [t for t in names if t not in own and table_exists(spark, f"{cat}.{t}")]
     now_ms = now_ms or int(time.time() * 1000)

@@ -1,0 +1,190 @@
+"""Commit with the ledger: the exactly-once bookkeeping of one run's tables.
+
+Invariants: a table's watermark is read from the table once and then kept current by every commit
+of this run (:meth:`Ledger.forget` drops it after a failure); :meth:`Ledger.begin` returns None
+when the table already holds the whole batch, else the commit's tags and, for a partial replay,
+the filter that keeps only rows at or above the watermark; every write is inside an in-flight
+marker (:mod:`icetide.ingest.inflight`) so orphan cleanup in any process leaves its files alone;
+the watermark is mirrored into a table property at most every ``stream.watermark_mirror_interval``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column, Observation
+from pyspark.sql import functions as F
+
+from icetide.config.base import interval_seconds
+from icetide.config.models import PipelineConfig
+from icetide.ingest import inflight
+from icetide.ingest.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property
+from icetide.ingest.tables import table_exists
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Pending:
+    """A table's commit for one batch: the watermark it will hold, its snapshot tags, and (when a
+    replay finds part of the batch already in the table) the filter keeping only the new rows."""
+
+    table: str  # catalog.namespace.table
+    watermark: Watermark
+    tags: dict[str, str]
+    keep: Column | None
+
+
+class Ledger:
+    def __init__(self, spark: SparkSession, cfg: PipelineConfig, run_id: str,
+                 on_commit: Callable[[str, Watermark], None] | None = None) -> None:
+        self.spark = spark
+        self.cfg = cfg
+        self.run_id = run_id
+        self.on_commit = on_commit
+        self._watermarks: dict[str, Watermark | None] = {}
+        self._recent: dict[str, int] = {}  # catalog.namespace.table → the last batch committed to it
+        self._locations: dict[str, str] = {}
+        self._mirror_every = interval_seconds(cfg.stream.watermark_mirror_interval)
+        self._mirrored_at: dict[str, float] = {}
+        self._unmirrored: dict[str, Watermark] = {}
+
+    # -- watermarks -------------------------------------------------------------------------
+    def watermark(self, table: str) -> Watermark | None:
+        if table not in self._watermarks:
+            self._watermarks[table] = (
+                read_watermark(self.spark, table, self.cfg.name) if table_exists(self.spark, table) else None
+            )
+        return self._watermarks[table]
+
+    def created(self, table: str) -> None:
+        """``table`` was just created: it is empty, nothing to read."""
+        self._watermarks[table] = None
+
+    def forget(self) -> None:
+        """Re-read watermarks from the tables on next use (after a failed commit)."""
+        self._watermarks.clear()
+
+    def recent(self, table: str) -> int | None:
+        """The last batch this run committed to ``table``."""
+        return self._recent.get(table)
+
+    # -- one commit -------------------------------------------------------------------------
+    def begin(self, table: str, batch_id: int, ranges: BatchRanges) -> Pending | None:
+        """The commit ``table`` gets from this batch; None if the table already holds the whole batch."""
+        wm = self.watermark(table)
+        if wm is not None and wm.covers(ranges):
+            log.info("batch %s already in %s (watermark %s); skipped", batch_id, table, wm.encode())
+            return None
+        new = Watermark(offsets=(wm or Watermark()).advanced(ranges), run=self.run_id, batch=batch_id,
+                        batch_ranges=ranges, committed_at_ms=int(time.time() * 1000))
+        return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges, new.offsets),
+                       not_below(wm, ranges) if wm is not None else None)
+
+    def finish(self, p: Pending, ts_max: int | None) -> None:
+        """After ``p`` committed: remember, mirror and report its watermark."""
+        new = p.watermark
+        new.committed_at_ms = int(time.time() * 1000)
+        new.kafka_ts_max = ts_max
+        self._watermarks[p.table] = new
+        self._recent[p.table] = new.batch
+        self._mirror(p.table, new)
+        if self.on_commit is not None:
+            self.on_commit(p.table, new)
+
+    def mark(self, tables: list[str], since_ms: int) -> None:
+        """In-flight markers for writes about to start (qualified names)."""
+        for t in tables:
+            inflight.mark(self.spark, self.location(t), self.cfg.name, self.run_id, since_ms)
+
+    def clear(self, tables: list[str]) -> None:
+        for t in tables:
+            inflight.clear(self.spark, self.location(t), self.cfg.name)
+
+    def commit(self, table: str, rows: DataFrame, project: Callable[[DataFrame], DataFrame], batch_id: int,
+               ranges: BatchRanges, since_ms: int | None, stats: Observation | None = None,
+               apply: Callable[[DataFrame, dict[str, str]], None] | None = None) -> int | None:
+        """Write the rows not yet in ``table`` (append, or ``apply`` e.g. a MERGE) tagged with the
+        batch's offsets; the rows written, or None if the table already holds the whole batch."""
+        p = self.begin(table, batch_id, ranges)
+        if p is None:
+            return None
+        if p.keep is not None:
+            rows = rows.where(p.keep)
+        counted = Observation(f"icetide_{batch_id}_{uuid.uuid4().hex[:8]}")
+        log.info("committing batch %s to %s", batch_id, table)
+        out = project(rows).observe(counted, F.count(F.lit(1)).alias("n"))
+        self.mark([table], since_ms or p.watermark.committed_at_ms)
+        try:
+            if apply is not None:
+                apply(out, p.tags)
+            else:
+                writer = out.writeTo(table)
+                for k, v in p.tags.items():
+                    writer = writer.option(f"snapshot-property.{k}", v)
+                writer.append()
+        finally:
+            self.clear([table])
+        ts = stats.get.get("ts_max") if stats is not None else None  # filled in by the write that just finished
+        self.finish(p, int(ts) if ts is not None else None)
+        return int(counted.get["n"])
+
+    def location(self, table: str) -> str:
+        if table not in self._locations:
+            self._locations[table] = inflight.location(self.spark, table)
+        return self._locations[table]
+
+    # -- mirroring --------------------------------------------------------------------------
+    def _mirror(self, table: str, wm: Watermark, force: bool = False) -> None:
+        """Copy the watermark into a table property so it outlives snapshot expiry.
+
+        It costs a commit, so it happens at most every ``stream.watermark_mirror_interval`` per
+        table (the snapshot summary is the ledger; maintenance mirrors before expiring snapshots).
+        """
+        now = time.monotonic()
+        # The first mirror of a run waits an interval too: the snapshot summary already holds it,
+        # and a fan-out's first batch would otherwise pay one extra commit per table.
+        if not force and now - self._mirrored_at.setdefault(table, now) < self._mirror_every:
+            self._unmirrored[table] = wm
+            return
+        set_property(self.spark, table, self.cfg.name, wm)
+        self._mirrored_at[table] = now
+        self._unmirrored.pop(table, None)
+
+    def flush_mirrors(self) -> None:
+        """Mirror every watermark not yet copied (on shutdown)."""
+        for table, wm in list(self._unmirrored.items()):
+            try:
+                self._mirror(table, wm, force=True)
+            except Exception as e:  # the snapshot summaries still hold it
+                log.warning("could not mirror the watermark of %s: %s", table, str(e).splitlines()[0][:200])
+
+
+def scan_ranges(parsed: DataFrame) -> BatchRanges:
+    """Offsets per partition by scanning the batch (fallback when the offset log is unreadable)."""
+    rows = parsed.groupBy("_kafka_topic", "_kafka_partition").agg(
+        F.min("_kafka_offset").alias("lo"), F.max("_kafka_offset").alias("hi")).collect()
+    return BatchRanges({(r["_kafka_topic"], int(r["_kafka_partition"])): (int(r["lo"]), int(r["hi"]) + 1)
+                        for r in rows})
+
+
+def not_below(wm: Watermark, ranges: BatchRanges) -> Column | None:
+    """Keep only rows at or above the table's watermark (None: keep everything)."""
+    below = [
+        (F.col("_kafka_topic") == F.lit(t)) & (F.col("_kafka_partition") == F.lit(p))
+        & (F.col("_kafka_offset") < F.lit(wm.get((t, p))))
+        for (t, p), (start, _) in ranges.ranges.items()
+        if wm.get((t, p)) > start
+    ]
+    if not below:
+        return None
+    return ~reduce(lambda a, b: a | b, below)

@@ -1,0 +1,252 @@
+"""Admit and prepare a batch's tables: which routed tables a batch may write, their record shapes,
+schema inference and evolution, and creation on first sight.
+
+Invariants: a routed name reaches the catalog only after :func:`icetide.ingest.routing.admit`
+re-validated it on the driver (identifier rules, allowed namespaces, ``max_tables``, never one of
+icetide's own tables); admission is deterministic when a batch replays (known tables first, then
+new ones by name); a known table whose records all have shapes it already fits skips inference;
+evolution only widens or adds (see :mod:`icetide.ingest.evolution`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+from icetide.config.base import STREAMING_TABLE_DEFAULTS, TRANSFORM_RE
+from icetide.config.models import PipelineConfig
+from icetide.errors import ConfigError
+from icetide.ingest import cdc, decode, evolution, routing, shapes
+from icetide.ingest.ledger import Ledger
+from icetide.ingest.tables import create_table, empty_frame, ensure_namespace, ensure_table, list_tables, table_exists
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
+
+Parallel = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+
+
+@dataclass
+class TablePlan:
+    """One routed table of one batch: its record schema and the fields evolution refused."""
+
+    table: str  # namespace.table
+    schema: StructType
+    refused: tuple[Column, Column] | None = None
+    evolved: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Prepared:
+    """What preparing a batch decided: tables to write, tables created, tables refused with a reason."""
+
+    plans: list[TablePlan]
+    created: list[str]
+    refused: dict[str, tuple[str, str]]  # namespace.table → (error class, message)
+
+
+class Preparer:
+    """Tables, schemas and shapes of one pipeline, across batches."""
+
+    def __init__(self, spark: SparkSession, cfg: PipelineConfig, ledger: Ledger, parallel: Parallel) -> None:
+        self.spark = spark
+        self.cfg = cfg
+        self.catalog = cfg.catalog.name
+        self.ledger = ledger
+        self.parallel = parallel
+        self.reserved = cfg.own_tables()  # never a routing destination
+        self._schemas: dict[str, StructType] = {}  # namespace.table → record schema (no _kafka_ columns)
+        self._full_schemas: dict[str, StructType] = {}  # namespace.table → every column, in order
+        self._known: set[str] | None = None  # tables that exist in the target namespaces
+        self.route_counts: dict[str, int] = {}
+        #: The batch's record shapes per table (None: too many, or not fingerprinted), and the
+        #: shapes each table is known to fit: inference only for tables with a new shape.
+        self.batch_shapes: dict[str, frozenset[int] | None] = {}
+        self.inferred: list[str] = []  # this batch's tables that went through inference
+        self.shapes = shapes.KnownShapes()
+        self._shape_ok: bool | None = None
+
+    def q(self, table: str) -> str:
+        return f"{self.catalog}.{table}"
+
+    def known_tables(self, refresh: bool = False) -> set[str]:
+        """Existing tables this pipeline may write (namespace.table), icetide's own excluded."""
+        if self._known is None or refresh:
+            t = self.cfg.target
+            if t.table is not None:
+                self._known = {t.table} if table_exists(self.spark, self.q(t.table)) else set()
+            else:
+                found = {name for ns in t.namespaces() for name in list_tables(self.spark, self.catalog, ns)}
+                self._known = found - self.reserved
+        return self._known
+
+    def forget(self) -> None:
+        """Re-read schemas and tables on next use; forget known shapes (after a failed commit)."""
+        self._schemas.clear()
+        self._known = None
+        self.shapes.forget()
+
+    def schema(self, table: str) -> StructType:
+        """The table's record schema: its columns minus Kafka and CDC metadata."""
+        if table not in self._schemas:
+            full = self.spark.table(self.q(table)).schema
+            meta = {*decode.KAFKA_COLUMNS, *cdc.META_COLUMNS}
+            self._full_schemas[table] = full
+            self._schemas[table] = StructType([f for f in full.fields if f.name not in meta])
+        return self._schemas[table]
+
+    def full_schema(self, table: str) -> StructType:
+        self.schema(table)
+        return self._full_schemas[table]
+
+    def shape_column(self) -> Column | None:
+        """Each record's shape, when schema evolution needs it and icetide's JVM classes are loaded."""
+        if not self.cfg.target.evolve_schema or self._shape_ok is False:
+            return None
+        col = shapes.column(self.spark, F.col("value"))
+        self._shape_ok = col is not None
+        return col
+
+    def admit(self, rows: DataFrame) -> tuple[routing.Admission, int, bool]:
+        """Admitted tables of the batch, the number of routing errors, and whether tables were cut off."""
+        t = self.cfg.target
+        fingerprinted = shapes.SHAPE in rows.columns
+        seen = F.collect_set(shapes.SHAPE)
+        shape_aggs = [F.size(seen).alias("n_shapes"), F.slice(seen, 1, shapes.MAX_SHAPES).alias("shapes")]
+        if t.route is None:
+            assert t.table is not None
+            self.batch_shapes = {}
+            if fingerprinted:
+                r = rows.agg(*shape_aggs).first()
+                assert r is not None
+                self.batch_shapes[t.table] = _shape_set(r)
+            return routing.Admission(accepted=[t.table]), 0, False
+        known = self.known_tables()
+        col = F.col(routing.TABLE)
+        limit = t.route.max_tables + 2
+        # Known tables first, then new ones by name: admission is deterministic when a batch replays.
+        groups = (rows.groupBy(col).agg(F.count(F.lit(1)).alias("count"), *(shape_aggs if fingerprinted else []))
+                  .orderBy(col.isNull().desc(), col.isin(sorted(known)).desc(), col).limit(limit).collect())
+        route_errors = sum(int(r["count"]) for r in groups if r[0] is None)
+        self.route_counts = {str(r[0]): int(r["count"]) for r in groups if r[0] is not None}
+        self.batch_shapes = {str(r[0]): _shape_set(r) for r in groups if r[0] is not None and fingerprinted}
+        routes = [str(r[0]) for r in groups if r[0] is not None]
+        admission = routing.admit(routes, known, t, self.reserved)
+        return admission, route_errors, len(groups) >= limit
+
+    def prepare(self, rows: DataFrame, tables: list[str]) -> Prepared:
+        """Create missing tables and evolve existing ones."""
+        t = self.cfg.target
+        known = self.known_tables()
+        new = [x for x in tables if x not in known]
+        infer_for = list(tables) if t.evolve_schema else [x for x in new if t.policy_for(x).schema_ddl is None]
+        # A known table whose records all have shapes it already fits needs no inference.
+        infer_for = [x for x in infer_for if x not in known or t.policy_for(x).cdc is not None
+                     or not self.shapes.covers(x, self.schema(x), self.batch_shapes.get(x))]
+        self.inferred = sorted(infer_for)
+        texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
+        inferred = evolution.infer(self.spark, rows, routing.TABLE, infer_for, texts) if infer_for else {}
+        out = Prepared([], [], {})
+        for ns in sorted({x.split(".")[0] for x in new}):  # once, before tables are created in parallel
+            ensure_namespace(self.spark, self.catalog, ns)
+        errors = dict(zip(new, self.parallel(lambda x: self.create(x, inferred.get(x)), new), strict=True))
+        for table in tables:
+            if table not in known:
+                err = errors[table]
+                if err is not None:
+                    out.refused[table] = ("table_policy", err)
+                    continue
+                out.created.append(table)
+                known.add(table)
+            out.plans.append(self._evolve(rows, table, inferred.get(table)))
+        return out
+
+    def _evolve(self, rows: DataFrame, table: str, seen: StructType | None) -> TablePlan:
+        t = self.cfg.target
+        plan = TablePlan(table, self.schema(table))
+        if not t.evolve_schema or seen is None:
+            return plan
+        evo = evolution.diff(plan.schema, seen, t.max_columns)
+        evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo)
+        if evo:
+            evolution.apply(self.spark, self.q(table), plan.schema, evo)
+            # foreachBatch frames belong to their own session, with its own catalog cache.
+            rows.sparkSession.catalog.refreshTable(self.q(table))
+            self._schemas.pop(table, None)
+            plan.schema = self.schema(table)
+            plan.evolved = evo.changes
+        cond = evolution.rejected_condition(evo)
+        if cond is not None:
+            plan.refused = (cond, evolution.rejected_message(evo, t.max_columns))
+        if cond is None and t.policy_for(table).cdc is None:
+            self.shapes.settle(table, plan.schema, self.batch_shapes.get(table))
+        else:
+            self.shapes.forget(table)
+        return plan
+
+    def create(self, table: str, inferred: StructType | None) -> str | None:
+        """Create ``table`` from its policy; an error message if its records cannot make it."""
+        policy = self.cfg.target.policy_for(table)
+        key = "target.tables" if table != self.cfg.target.table else "target"
+        if policy.schema_ddl:
+            try:
+                parsed = _parse_datatype_string(policy.schema_ddl)
+            except Exception as e:
+                raise ConfigError(f"{key}.schema: not a valid Spark DDL schema: {e}") from None
+            if not isinstance(parsed, StructType):
+                raise ConfigError(f"{key}.schema: must be a list of columns like 'id STRING, ts TIMESTAMP'")
+            schema = parsed
+        else:
+            if inferred is None:
+                return (f"no JSON object among the records for {table} to create it from; give {key}.schema "
+                        "or fix the records, then replay the dead letters")
+            evo = evolution.diff(StructType([]), inferred, self.cfg.target.max_columns)
+            schema = StructType([StructField(p.parts[0], dt, True) for p, dt in evo.added])
+        have = {f.name: f.dataType for f in schema.fields}
+        for transform in policy.partition_by:
+            m = TRANSFORM_RE.fullmatch(transform)
+            assert m is not None
+            column = m.group("col1") or m.group("col2") or m.group("col3")
+            if column not in have:
+                return (f"{key}.partition_by: {transform} needs column {column!r}, which the records for {table} "
+                        "do not have; give the column in the schema or change the partitioning, then replay")
+        for c in policy.sort_by:
+            if c not in have:
+                return f"{key}.sort_by: column {c!r} is not in the records for {table}"
+        full = self._with_kafka(schema)
+        if policy.cdc is not None:
+            missing = [k for k in policy.cdc.primary_key if k not in have]
+            if missing:
+                return (f"{key}.cdc.primary_key: column(s) {missing} are not in the records for {table}; "
+                        "fix the key or give the schema, then replay")
+            full = StructType([*full.fields, StructField(cdc.ORDERING, cdc.ordering_type(policy.cdc), True)])
+        try:
+            if create_table(self.spark, self.catalog, table, full, policy.partition_by,
+                            policy.table_properties(), policy.sort_by):
+                self.ledger.created(self.q(table))
+            if policy.cdc is not None and policy.cdc.tombstones:
+                ensure_table(self.spark, self.catalog, f"{table}_tombstones",
+                             cdc.tombstone_schema(full, policy.cdc), [], {**STREAMING_TABLE_DEFAULTS})
+        except Exception as e:
+            text = str(e)
+            if "Invalid" in text or "Cannot" in text or "IllegalArgument" in text or "ValidationException" in text:
+                return f"creating {table} failed: {text.splitlines()[0][:300]}"
+            raise
+        return None
+
+    def _with_kafka(self, schema: StructType) -> StructType:
+        empty = empty_frame(self.spark, decode.DEAD_LETTER_SCHEMA).withColumn(
+            decode.PARSED, F.lit(None).cast(schema))
+        return decode.good_rows(empty, schema, self.cfg.target.kafka_metadata_columns).schema
+
+
+def _shape_set(row: Row) -> frozenset[int] | None:
+    """The shapes of an aggregate row; None when there were more than could be listed."""
+    if row["n_shapes"] > shapes.MAX_SHAPES:
+        return None
+    return frozenset(int(x) for x in row["shapes"])

@@ -1,0 +1,299 @@
+"""Write strategies: how a batch's rows reach its tables.
+
+- :class:`OnePass`: steady routed batches — every recently written table whose record shapes are
+  known, in one Spark job straight over the batch (no cache); what it cannot take is left for the
+  usual path (see :mod:`icetide.ingest.one_pass`).
+- :class:`MultiTable`: the batch's routed appends in one Spark job (icetide's JVM ``MultiTableWrite``).
+- :class:`PerTable`: each table by its own Spark job: an append, or for CDC tables one ``MERGE``
+  (retried inside the batch on a commit conflict) plus its tombstones.
+
+:class:`MultiTable` and :class:`PerTable` share one interface, ``write(rows, plans, ctx, state)``,
+returning the plans they left to the next strategy. Every strategy stages each table's commit with
+the :class:`~icetide.ingest.ledger.Ledger` (skipping tables that already hold the batch), writes
+inside in-flight markers, commits each table on its own with its offset tags, and records what it
+wrote in the batch's :class:`BatchState`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyspark import StorageLevel
+from pyspark.sql import Observation
+from pyspark.sql import functions as F
+
+from icetide.config.models import PipelineConfig
+from icetide.config.target import CdcSettings
+from icetide.ingest import cdc, decode, multi_write, one_pass, routing, shapes
+from icetide.ingest.batch_log import Laps
+from icetide.ingest.ledger import Ledger, Pending
+from icetide.ingest.offsets import BatchRanges
+from icetide.ingest.prepare import Parallel, Preparer, TablePlan
+from icetide.ingest.tables import table_exists
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+#: With routing, each table's share of a batch is written by one task per this many records.
+ROWS_PER_WRITE_TASK = 200_000
+
+
+@dataclass
+class BatchContext:
+    batch_id: int
+    ranges: BatchRanges
+    since_ms: int | None  # when the batch started: the in-flight markers' time
+    lap: Laps
+
+
+@dataclass
+class BatchState:
+    """What one batch's writes produced, filled by the strategies in turn."""
+
+    written: dict[str, int] = field(default_factory=dict)  # namespace.table → rows committed
+    skipped: list[str] = field(default_factory=list)  # tables that already held the batch
+    ts_max: list[int] = field(default_factory=list)  # newest Kafka timestamp per commit
+    bad: list[DataFrame] = field(default_factory=list)  # dead-letter rows
+    release: list[DataFrame] = field(default_factory=list)  # frames to unpersist after the batch
+
+
+class Strategy:
+    def __init__(self, spark: SparkSession, cfg: PipelineConfig, ledger: Ledger, preparer: Preparer,
+                 parallel: Parallel) -> None:
+        self.spark, self.cfg, self.ledger, self.preparer, self.parallel = spark, cfg, ledger, preparer, parallel
+        self.q = preparer.q
+        self._alone: dict[str, str] = {}  # table → why the multi-table job refused it (logged once)
+
+    def _refused(self, table: str, reason: str) -> None:
+        if self._alone.get(table) != reason:
+            log.info("%s is written by its own Spark job: %s", table, reason)
+            self._alone[table] = reason
+
+    def parse(self, rows: DataFrame, plan: TablePlan, state: BatchState) -> DataFrame:
+        """The table's records parsed against its schema, flagged good or bad."""
+        cfg = self.cfg
+        subset = rows.where(F.col(routing.TABLE) == F.lit(plan.table))
+        routed = self.preparer.route_counts.get(plan.table)
+        if routed is not None:
+            # One write task per ROWS_PER_WRITE_TASK records: fewer, larger files and less overhead
+            # per table when a batch fans out thinly to many tables.
+            subset = subset.coalesce(max(1, -(-routed // ROWS_PER_WRITE_TASK)))
+        policy = cfg.target.policy_for(plan.table)
+        extra = [plan.refused] if plan.refused is not None else []
+        if policy.cdc is not None:
+            subset = cdc.unwrap(subset, policy.cdc)
+            extra.append(cdc.errors(policy.cdc, decode.PARSED))
+        parsed = decode.parse(subset, plan.schema, cfg.source.max_value_bytes, extra)
+        if policy.cdc is not None:  # unwrapping is costly: the MERGE and the dead letters share it
+            parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+            state.release.append(parsed)
+        return parsed
+
+
+class OnePass(Strategy):
+    def write(self, rows: DataFrame, ctx: BatchContext) -> one_pass.Result | None:
+        """Write the records of recently written tables in one pass; None when no table qualifies."""
+        cfg, t, pre = self.cfg, self.cfg.target, self.preparer
+        if t.evolve_schema and shapes.SHAPE not in rows.columns:
+            return None
+        never = ctx.batch_id - one_pass.RECENT_BATCHES - 1
+
+        def last(table: str) -> int:
+            r = self.ledger.recent(self.q(table))
+            return never if r is None else r
+
+        candidates = [x for x in sorted(pre.known_tables())
+                      if ctx.batch_id - last(x) <= one_pass.RECENT_BATCHES
+                      and t.policy_for(x).cdc is None
+                      and (not t.evolve_schema or pre.shapes.knows(x, pre.schema(x)))]
+        if not candidates:
+            return None
+        if len(candidates) > one_pass.MAX_TARGETS:
+            candidates = sorted(sorted(candidates, key=lambda x: -last(x))[:one_pass.MAX_TARGETS])
+        job = multi_write.MultiTableWrite(self.spark)
+
+        def add(table: str) -> Pending | None:
+            pending = self.ledger.begin(self.q(table), ctx.batch_id, ctx.ranges)
+            if pending is None or pending.keep is not None:  # a replay: the usual path sorts it out
+                return None
+            reason = job.add_target(pre.catalog, table, pre.full_schema(table), pending.tags)
+            if reason is not None:
+                self._refused(table, reason)
+                return None
+            return pending
+
+        staged = {x: p for x, p in zip(candidates, self.parallel(add, candidates), strict=True) if p is not None}
+        if not staged:
+            return None
+        order = sorted(staged)
+        tasks = max(1, -(-sum(end - start for start, end in ctx.ranges.ranges.values()) // one_pass.ROWS_PER_TASK))
+        if tasks < len(ctx.ranges.ranges):  # the Kafka source reads one task per topic partition
+            rows = rows.coalesce(tasks)
+        targets = [one_pass.Target(x, pre.schema(x), pre.full_schema(x)) for x in order]
+        frame, struct_of = one_pass.frame(rows, targets, t.kafka_metadata_columns, cfg.source.max_value_bytes)
+        ctx.lap("one_pass_plan")
+        qualified = [self.q(x) for x in order]
+        self.ledger.mark(qualified, ctx.since_ms or int(time.time() * 1000))
+        try:
+            log.info("writing batch %s to %d tables in one pass", ctx.batch_id, len(order))
+            job.run_routed(frame, order, struct_of, shapes.MAX_SHAPES)
+        except BaseException:
+            self.ledger.clear(qualified)
+            raise
+        ctx.lap("one_pass_job")
+        result = one_pass.Result(rest=job.unrouted() > 0)
+        ready: list[str] = []
+        for x in order:
+            w = job.written(x)
+            fits = not t.evolve_schema or pre.shapes.covers(x, pre.schema(x), job.shapes(x))
+            if w.good + w.bad > 0 and fits:
+                ready.append(x)
+                continue
+            job.abort(x)  # no record, or a shape the table may not fit: the usual path infers it
+            self.ledger.clear([self.q(x)])
+            result.rest = result.rest or w.good + w.bad > 0
+
+        def commit(table: str) -> multi_write.Written:
+            log.info("committing batch %s to %s", ctx.batch_id, self.q(table))
+            try:
+                job.commit(table)
+            finally:
+                self.ledger.clear([self.q(table)])
+            w = job.written(table)
+            self.ledger.finish(staged[table], w.ts_max)
+            return w
+
+        for x, w in zip(ready, self.parallel(commit, ready), strict=True):
+            result.committed[x] = w.good
+            if w.ts_max is not None:
+                result.ts_max.append(w.ts_max)
+            if w.bad:
+                result.with_bad.append(x)
+                result.rest = True
+        ctx.lap("one_pass_commit")
+        return result
+
+
+class MultiTable(Strategy):
+    def write(self, rows: DataFrame, plans: list[TablePlan], ctx: BatchContext, state: BatchState
+              ) -> list[TablePlan]:
+        """Append ``plans`` in one Spark job; returns the plans left to write one by one."""
+        cfg, pre = self.cfg, self.preparer
+        job = multi_write.MultiTableWrite(self.spark)
+
+        def add(plan: TablePlan) -> tuple[Pending, DataFrame] | None:
+            pending = self.ledger.begin(self.q(plan.table), ctx.batch_id, ctx.ranges)
+            if pending is None or pending.keep is not None:  # a replay: the per-table path sorts it out
+                return None
+            parsed = self.parse(rows, plan, state)
+            frame = multi_write.frame(
+                parsed, decode.is_good(), F.unix_millis("_kafka_timestamp"),
+                decode.good_columns(plan.schema, cfg.target.kafka_metadata_columns), pre.full_schema(plan.table))
+            reason = job.add(pre.catalog, plan.table, frame, pending.tags)
+            if reason is not None:
+                self._refused(plan.table, reason)
+                return None
+            return pending, parsed
+
+        added = self.parallel(add, plans)
+        staged = {p.table: a for p, a in zip(plans, added, strict=True) if a is not None}
+        alone = [p for p, a in zip(plans, added, strict=True) if a is None]
+        ctx.lap("together_plan")
+        if not staged:
+            return alone
+        qualified = [self.q(x) for x in staged]
+        self.ledger.mark(qualified, ctx.since_ms or int(time.time() * 1000))
+        try:
+            log.info("writing batch %s to %d tables in one job", ctx.batch_id, len(staged))
+            job.run()
+        except BaseException:
+            self.ledger.clear(qualified)
+            raise
+        ctx.lap("together_job")
+
+        def commit(table: str) -> None:
+            pending, parsed = staged[table]
+            log.info("committing batch %s to %s", ctx.batch_id, pending.table)
+            try:
+                job.commit(table)
+            finally:
+                self.ledger.clear([pending.table])
+            w = job.written(table)
+            self.ledger.finish(pending, w.ts_max)
+            state.written[table] = w.good
+            if w.ts_max is not None:
+                state.ts_max.append(w.ts_max)
+            if w.bad:
+                state.bad.append(decode.dead_letter_rows(parsed.where(~decode.is_good()), cfg.name, F.lit(table)))
+
+        self.parallel(commit, list(staged))
+        return alone
+
+
+class PerTable(Strategy):
+    def write(self, rows: DataFrame, plans: list[TablePlan], ctx: BatchContext, state: BatchState
+              ) -> list[TablePlan]:
+        """Each table by its own Spark job (tables in parallel); leaves nothing."""
+        self.parallel(lambda plan: self._one(rows, plan, ctx, state), plans)
+        return []
+
+    def _one(self, rows: DataFrame, plan: TablePlan, ctx: BatchContext, state: BatchState) -> None:
+        cfg = self.cfg
+        parsed = self.parse(rows, plan, state)
+        policy = cfg.target.policy_for(plan.table)
+        good = decode.is_good()
+        stats = Observation(f"icetide_{ctx.batch_id}_{uuid.uuid4().hex[:8]}")
+        observed = parsed.observe(stats, F.count_if(good).alias("good"), F.count_if(~good).alias("bad"),
+                                  F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max"))
+        meta = cfg.target.kafka_metadata_columns
+        if policy.cdc is None:
+            n = self.ledger.commit(self.q(plan.table), observed.where(good),
+                                   lambda d: decode.good_rows(d, plan.schema, meta), ctx.batch_id, ctx.ranges,
+                                   ctx.since_ms, stats)
+        else:
+            settings = policy.cdc
+            n = self.ledger.commit(self.q(plan.table), observed.where(good),
+                                   lambda d: decode.good_rows(d, plan.schema, meta, [cdc.OP, cdc.ORDERING]),
+                                   ctx.batch_id, ctx.ranges, ctx.since_ms, stats,
+                                   apply=lambda changes, tags: self._merge(plan.table, changes, tags, settings, ctx))
+        if n is None:
+            state.skipped.append(plan.table)
+            c = parsed.agg(F.count_if(~good).alias("bad"), F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max")
+                           ).first()
+            totals = c.asDict() if c is not None else {"bad": 0, "ts_max": None}
+        else:
+            state.written[plan.table] = n
+            totals = stats.get
+        if totals.get("ts_max") is not None:
+            state.ts_max.append(int(totals["ts_max"]))  # type: ignore[arg-type]
+        if totals["bad"]:
+            state.bad.append(decode.dead_letter_rows(parsed.where(~good), cfg.name, F.lit(plan.table)))
+
+    def _merge(self, table: str, changes: DataFrame, tags: dict[str, str], c: CdcSettings, ctx: BatchContext) -> None:
+        """One MERGE of the batch's newest change per key, tagged; then the deletes' tombstones."""
+        tomb = f"{table}_tombstones"
+        # Read tombstones through the batch's own session, freshly: its catalog cache is the one
+        # the tombstone MERGEs update (another session's cache may hold an older version).
+        session = changes.sparkSession
+        changes = changes.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        try:
+            latest = cdc.latest_per_key(changes, c)
+            if c.tombstones and table_exists(session, self.q(tomb)):
+                session.catalog.refreshTable(self.q(tomb))
+                latest = cdc.not_buried(latest, session.table(self.q(tomb)), c)
+            latest = latest.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+            try:
+                cdc.merge_retrying_conflicts(self.spark, tags, latest, self.q(table), c)
+                if c.tombstones:  # appended (cheap); readers take the newest delete per key
+                    deletes = latest.where(F.col(cdc.OP) == "delete").select(*c.primary_key, cdc.ORDERING)
+                    self.ledger.commit(self.q(tomb), deletes, lambda d: d, ctx.batch_id, ctx.ranges, ctx.since_ms)
+            finally:
+                latest.unpersist()
+        finally:
+            changes.unpersist()
