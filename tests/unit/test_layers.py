@@ -25,8 +25,8 @@ LAYERS: list[set[str]] = [
     {"cli"},
 ]
 MAX_LINES = 400
-#: Modules still over the limit, with the size they may not grow past (issue #14 splits them next).
-OVERSIZE = {"cli/main.py": 460}
+#: Modules allowed over the limit, with the size they may not grow past (none today; keep it so).
+OVERSIZE: dict[str, int] = {}
 
 
 def _level(pkg: str) -> int:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from icetide import jvm, paths
 from icetide.app.output import console
+from icetide.app.render import health_table, print_actions, print_plans
 from icetide.config import load_config
 from icetide.demo.events import create_topic, produce, sample_values
 from icetide.health.watch import collect_all
@@ -72,22 +73,11 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool) -> None:
     runner, summary = run_until_stopped(cfg, duration=seconds, until_idle=True)
     console.print(f"[green]✓[/] ingested for {time.monotonic() - started:.0f}s: {summary.describe()}")
     report(runner.spark, cfg.catalog.name)
-    health_table(collect_all(runner.spark, cfg, record=True, alert=False), "Table health before maintenance")
+    health_table(collect_all(runner.spark, cfg, record=True, alert=False), "Table health before maintenance "
+                 "(metadata only)")
     maintenance(runner.spark, cfg)
     health_report(runner.spark, cfg, demo_dir)
     broker.stop()
-
-
-def health_table(healths, title: str) -> None:  # type: ignore[no-untyped-def]
-    tbl = Table("table", "tier", "score", "data files", "small", "partitions", "snapshots", "manifests",
-                title=f"{title} (metadata only)")
-    for h in healths:
-        tbl.add_row(h.table.split(".", 1)[1], h.tier, f"{h.score:.1f}", str(h.data_files), str(h.small_files),
-                    str(len(h.partitions)), str(h.snapshots), str(h.manifests))
-    console.print(tbl)
-    for h in healths:
-        for reason in h.reasons:
-            console.print(f"  {h.table}: {reason}")
 
 
 def maintenance(spark, cfg) -> None:  # type: ignore[no-untyped-def]
@@ -96,22 +86,16 @@ def maintenance(spark, cfg) -> None:  # type: ignore[no-untyped-def]
 
     time.sleep(cfg.maintenance.policy.hot_partition_quiet_seconds)
     plans, records = run_cycle(spark, cfg)
-    for p in plans:
-        console.print(f"[bold]plan for {p.table}[/] (priority {p.priority:g})")
-        for st in p.steps:
-            console.print(f"  [cyan]{st.action}[/]: {st.reason} → {st.expected}")
-    tbl = Table("table", "step", "outcome", "files in → out", "seconds", title="Maintenance actions")
-    for r in records:
-        tbl.add_row(r.table.split(".", 1)[1], r.step, r.outcome, f"{r.files_in} → {r.files_out}",
-                    f"{r.seconds:.1f}")
-    console.print(tbl)
+    print_plans(plans)
+    print_actions(records, title="Maintenance actions")
 
 
 def health_report(spark, cfg, demo_dir) -> None:  # type: ignore[no-untyped-def]
     """Table health after maintenance, recorded to history, and the HTML report."""
     from icetide.health.report import history_rows, maintenance_rows, render
 
-    health_table(collect_all(spark, cfg, record=True, alert=False), "Table health after maintenance")
+    health_table(collect_all(spark, cfg, record=True, alert=False), "Table health after maintenance "
+                 "(metadata only)")
     page = demo_dir / "report.html"
     page.write_text(render(history_rows(spark, cfg.catalog.name, cfg.health.history_table, 24),
                            maintenance_rows(spark, cfg.catalog.name, cfg.maintenance.log_table, 24)))

@@ -1,0 +1,57 @@
+"""Maintenance commands: plan (dry run) and maintain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from icetide.app.output import emit_json, handle_errors, output_option
+from icetide.app.render import print_actions, print_plans
+from icetide.cli.common import config_option, load_with_session, tables_in
+
+
+@click.command()
+@config_option
+@click.option("--namespace", "-n", "namespaces", multiple=True, help="Namespaces (default: health.namespaces).")
+@output_option
+@handle_errors
+def plan(config_path: Path, namespaces: tuple[str, ...], output: str) -> None:
+    """Dry run: what maintenance would do to each table, in priority order, and why."""
+    from icetide.maintenance.cycle import plan_all
+
+    cfg, spark = load_with_session(config_path)
+    tables = tables_in(spark, cfg, namespaces)
+    plans = plan_all(spark, cfg, tables)
+    if output == "json":
+        emit_json([p.as_dict() for p in plans])
+    else:
+        print_plans(plans)
+
+
+@click.command()
+@config_option
+@click.option("--namespace", "-n", "namespaces", multiple=True, help="Namespaces (default: health.namespaces).")
+@click.option("--dry-run", is_flag=True, help="Plan and record, change nothing (orphans: list only).")
+@click.option("--watch", is_flag=True, help="Keep running: a cycle every maintenance.interval (polling).")
+@output_option
+@handle_errors
+def maintain(config_path: Path, namespaces: tuple[str, ...], dry_run: bool, watch: bool, output: str) -> None:
+    """Run a maintenance cycle against any catalog/namespace: plan, then execute in priority order."""
+    from dataclasses import asdict
+
+    from icetide.maintenance.cycle import run_cycle
+
+    cfg, spark = load_with_session(config_path)
+    tables = tables_in(spark, cfg, namespaces)
+    if watch:
+        from icetide.maintenance.loop import MaintenanceLoop
+
+        MaintenanceLoop(spark, cfg, lambda: tables, run_first=True).stop_on_signals().run()
+        return
+    plans, records = run_cycle(spark, cfg, tables, dry_run=dry_run)
+    if output == "json":
+        emit_json({"plans": [p.as_dict() for p in plans], "actions": [asdict(r) for r in records]})
+        return
+    print_plans(plans)
+    print_actions(records)

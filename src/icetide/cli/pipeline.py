@@ -1,0 +1,131 @@
+"""Commands that set up and run a pipeline: setup, kafka, check, run, offsets, demo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from icetide import jvm
+from icetide.app.output import console, emit_json, handle_errors, output_option
+from icetide.cli.common import config_option, load_with_session
+from icetide.config import load_config
+
+
+@click.command()
+@click.option("--profile", "profiles", multiple=True, type=click.Choice(jvm.PROFILES),
+              help="Jar profiles to fetch (default: all).")
+@handle_errors
+def setup(profiles: tuple[str, ...]) -> None:
+    """Fetch the pinned jars (Iceberg, Spark Kafka source, Kafka broker, REST catalog) with Maven."""
+    for p in profiles or jvm.PROFILES:
+        out = jvm.fetch(p)
+        console.print(f"[green]✓[/] {p} jars in {out} ({len(list(out.glob('*.jar')))} jars)")
+    if not profiles or "spark" in profiles:
+        console.print(f"[green]✓[/] icetide's JVM classes in {jvm.build()}")
+
+
+@click.group()
+def kafka() -> None:
+    """A local single-node Kafka broker (KRaft) for development, the demo and tests."""
+
+
+def _broker(port: int):  # type: ignore[no-untyped-def]
+    from icetide.services.kafka import LocalKafka
+
+    return LocalKafka(port=port)
+
+
+port_option = click.option("--port", default=9092, show_default=True, help="Broker port (controller: +1).")
+
+
+@kafka.command("start")
+@port_option
+@handle_errors
+def kafka_start(port: int) -> None:
+    """Start the broker on 127.0.0.1 and wait until it serves requests."""
+    b = _broker(port).start()
+    console.print(f"[green]✓[/] Kafka broker ready on {b.bootstrap} (state in {b.dir})")
+
+
+@kafka.command("stop")
+@port_option
+@handle_errors
+def kafka_stop(port: int) -> None:
+    """Stop the broker (SIGTERM, then SIGKILL after 60 s)."""
+    was = _broker(port).stop()
+    console.print("stopped" if was else "not running")
+
+
+@kafka.command("status")
+@port_option
+@handle_errors
+def kafka_status(port: int) -> None:
+    """Is the broker running?"""
+    b = _broker(port)
+    console.print(f"running on {b.bootstrap}" if b.running() else "not running")
+
+
+@click.command()
+@config_option
+@handle_errors
+def check(config_path: Path) -> None:
+    """Validate a pipeline config and check that Kafka and the catalog are reachable."""
+    from icetide.catalog import check_reachable
+    from icetide.ingest.source import list_partitions
+
+    cfg = load_config(config_path)
+    check_reachable(cfg)
+    parts = list_partitions(cfg.source)
+    console.print(f"[green]✓[/] {config_path}: valid; Kafka reachable ({len(parts)} topics); catalog ok")
+
+
+@click.command()
+@config_option
+@click.option("--for", "duration", type=float, default=None, help="Stop after this many seconds.")
+@click.option("--until-idle", is_flag=True, help="Stop once a trigger finds no new records.")
+@handle_errors
+def run(config_path: Path, duration: float | None, until_idle: bool) -> None:
+    """Run the pipeline: Kafka → Iceberg, exactly once, until SIGTERM/SIGINT."""
+    from icetide.app.runner import run_until_stopped
+
+    _, summary = run_until_stopped(load_config(config_path), duration, until_idle)
+    console.print(f"stopped ({summary.stopped_by}): {summary.describe()}")
+
+
+@click.command()
+@config_option
+@output_option
+@handle_errors
+def offsets(config_path: Path, output: str) -> None:
+    """Which Kafka offsets each table of the pipeline holds (from the tables themselves)."""
+    from icetide.app.runner import table_watermarks
+    from icetide.ingest.sink import BatchWriter
+
+    cfg, spark = load_with_session(config_path)
+    wms = table_watermarks(spark, BatchWriter(spark, cfg, "inspect"))
+    data = {t: {"run": w.run, "batch": w.batch, "committed_at_ms": w.committed_at_ms,
+                "next_offsets": json.loads(w.encode())} for t, w in wms.items()}
+    if output == "json":
+        emit_json(data)
+        return
+    tbl = Table("table", "topic", "partition", "next offset", "batch", title=f"pipeline {cfg.name}")
+    for t, w in wms.items():
+        for (topic, part), off in sorted(w.offsets.items()):
+            tbl.add_row(t, topic, str(part), str(off), str(w.batch))
+    console.print(tbl)
+
+
+@click.command()
+@click.option("--seconds", default=60.0, show_default=True, help="How long to ingest.")
+@click.option("--events", default=20_000, show_default=True, help="Sample events to produce.")
+@click.option("--port", default=9092, show_default=True, help="Local broker port.")
+@click.option("--fresh/--keep", default=True, show_default=True, help="Start from an empty demo folder.")
+@handle_errors
+def demo(seconds: float, events: int, port: int, fresh: bool) -> None:
+    """Start a local Kafka, produce sample events (schema drift, bad records), ingest, report."""
+    from icetide.demo.run import run_demo
+
+    run_demo(seconds=seconds, events=events, port=port, fresh=fresh)
