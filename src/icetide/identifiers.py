@@ -7,6 +7,7 @@ alphabet is ever quoted or escaped into SQL: it is rejected.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from icetide.errors import IdentifierError
 
@@ -75,3 +76,41 @@ def validate_topic(topic: str) -> str:
 def qualified(catalog: str, namespace: str, table: str) -> str:
     """A fully qualified, already-validated identifier for SQL text."""
     return ".".join(validate_name(p) for p in (catalog, namespace, table))
+
+
+@dataclass(frozen=True, order=True)
+class TableRef:
+    """A table: catalog, namespace and name, each validated. One parse, one render:
+    ``short`` is ``namespace.table`` (config, logs, the action log), ``qualified`` is
+    ``catalog.namespace.table`` (SQL text and Spark APIs)."""
+
+    catalog: str
+    namespace: str
+    name: str
+
+    def __post_init__(self) -> None:
+        validate_name(self.catalog, "catalog")
+        validate_name(self.namespace, "table namespace")
+        validate_name(self.name, "table name")
+
+    @classmethod
+    def parse(cls, text: str, catalog: str) -> TableRef:
+        """``namespace.table`` in ``catalog``, or ``catalog.namespace.table`` of that same catalog."""
+        parts = text.split(".") if isinstance(text, str) else []
+        if len(parts) == 3:
+            if parts[0] != catalog:
+                raise IdentifierError(f"table {text[:64]!r} is not in catalog {catalog!r}")
+            parts = parts[1:]
+        ns, name = validate_table(".".join(parts))
+        return cls(catalog, ns, name)
+
+    @property
+    def short(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.catalog}.{self.namespace}.{self.name}"
+
+    def __str__(self) -> str:
+        return self.qualified

@@ -48,3 +48,16 @@ def test_kafka_secrets_are_redacted_for_logs() -> None:
     shown = redacted(opts)
     assert "hunter2" not in str(shown) and "k3y" not in str(shown)
     assert shown["security.protocol"] == "SASL_SSL" and shown["ssl.truststore.location"] == "/etc/ts.jks"
+
+
+def test_table_ref_parses_both_forms_and_renders_each_once() -> None:
+    from icetide.identifiers import TableRef
+
+    a = TableRef.parse("raw.orders", "icetide")
+    b = TableRef.parse("icetide.raw.orders", "icetide")
+    assert a == b and (a.short, a.qualified, str(a)) == ("raw.orders", "icetide.raw.orders", "icetide.raw.orders")
+    for bad in ("other.raw.orders", "a.b.c.d", "orders", "raw.Orders", "raw.x;drop", "../x.y"):
+        with pytest.raises(IdentifierError):
+            TableRef.parse(bad, "icetide")
+    with pytest.raises(IdentifierError):
+        TableRef("icetide", "raw", "select")  # a reserved word

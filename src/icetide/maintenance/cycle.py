@@ -13,6 +13,7 @@ from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.config.policy import MaintenancePolicy
 from icetide.health.watch import collect_all, namespaces
+from icetide.identifiers import TableRef
 from icetide.ingest.tables import list_tables, table_exists
 from icetide.maintenance import layout, partitions, telemetry
 from icetide.maintenance.executor import ActionRecord, Budget, Executor, last_maintained
@@ -39,7 +40,7 @@ def plan_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None 
     demand = telemetry.column_demand(spark, cfg, now_ms)
     plans = []
     for h in healths:
-        short = h.table.split(".", 1)[1]
+        short = TableRef.parse(h.table, cat).short
         spec = partitions.spec(spark, h.table)
         policy = cfg.maintenance.policy_for(short)
         plans.append(plan_table(h, spec, policy, now_ms, last.get(h.table), queries.get(short, 0),
@@ -94,7 +95,7 @@ def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None
     executed: list[TablePlan] = []
     records: list[ActionRecord] = []
     for ordered in plan_all(spark, cfg, tables):
-        short = ordered.table.split(".", 1)[1]
+        short = TableRef.parse(ordered.table, cfg.catalog.name).short
         fresh = plan_all(spark, cfg, [short])
         if not fresh:
             continue
