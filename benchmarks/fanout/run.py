@@ -68,7 +68,7 @@ def fanout_config(bootstrap: str, topic: str, ns: str, work: Path, trigger: str 
 def fanout_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
     from icetide.app.runner import Runner
     from icetide.config import load_config
-    from icetide.ingest.tables import list_tables
+    from icetide.lake.tables import list_tables
     from icetide.spark import build_session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

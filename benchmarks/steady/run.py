@@ -84,7 +84,7 @@ def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
 
 
 def wait_tables(spark: Any, tables: list[str], timeout: float = 300) -> None:
-    from icetide.ingest.tables import table_exists
+    from icetide.lake.tables import table_exists
 
     deadline = time.monotonic() + timeout
     while not all(table_exists(spark, f"{measure.CAT}.{t}") for t in tables):

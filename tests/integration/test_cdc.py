@@ -15,7 +15,7 @@ from icetide.app.runner import Runner
 from icetide.config import load_config
 from icetide.demo.events import create_topic
 from icetide.health.collector import collect
-from icetide.ingest.offsets import read_watermark
+from icetide.lake.offsets import read_watermark
 from icetide.maintenance.cycle import plan_all, run_cycle
 from tests.fixtures.cdc_stream import ChangeStream, generate
 from tests.fixtures.stack import kill_group, pipeline_dict, start, unique, wait_for

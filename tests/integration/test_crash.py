@@ -66,7 +66,7 @@ def test_sigkill_three_times_then_exactly_once(kafka, spark, make_pipeline, tmp_
 
 def test_sigkill_between_two_tables_of_one_batch_then_every_table_exactly_once(  # type: ignore[no-untyped-def]
         kafka, spark, lake, tmp_path) -> None:
-    from icetide.ingest.offsets import read_watermark
+    from icetide.lake.offsets import read_watermark
     from tests.fixtures.records import dumps, send
     from tests.fixtures.stack import routed_config
 

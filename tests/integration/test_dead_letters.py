@@ -207,7 +207,7 @@ def test_every_bad_record_is_dead_lettered_and_counts_reconcile(kafka, spark, la
 
 
 def _tables(spark: Any, ns: str) -> list[str]:
-    from icetide.ingest.tables import list_tables
+    from icetide.lake.tables import list_tables
 
     return list_tables(spark, "icetide", ns)
 

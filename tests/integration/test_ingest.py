@@ -16,7 +16,7 @@ from icetide.demo.events import create_topic, produce, sample_values
 from icetide.errors import CheckpointMismatchError
 from icetide.health.collector import collect
 from icetide.health.watch import add_kafka_lag
-from icetide.ingest.offsets import read_watermark
+from icetide.lake.offsets import read_watermark
 from tests.fixtures.stack import icetide_cli, table_ids, unique
 
 

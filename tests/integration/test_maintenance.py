@@ -234,7 +234,7 @@ def test_orphan_cleanup_removes_leftovers_keeps_in_flight_and_referenced(  # typ
 
     # another process's icetide run in flight since 4 h ago (its marker under the table location)
     # protects them from a standalone `icetide maintain`, which has no in-process callback
-    from icetide.ingest import inflight
+    from icetide.lake import inflight
 
     where = inflight.location(spark, table)
     inflight.mark(spark, where, "other-process", "run1", int((time.time() - 4 * 3600) * 1000))
@@ -256,7 +256,7 @@ def test_orphan_cleanup_removes_leftovers_keeps_in_flight_and_referenced(  # typ
 
 
 def test_expiry_by_maintenance_keeps_the_ingest_offsets(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from icetide.ingest.offsets import BatchRanges, commit_properties, read_watermark, table_property
+    from icetide.lake.offsets import BatchRanges, commit_properties, read_watermark, table_property
 
     ns = unique("mw")
     table = f"icetide.{ns}.events"

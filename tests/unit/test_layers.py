@@ -17,6 +17,7 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"jvm", "catalog", "services"},
     {"spark"},
+    {"lake"},
     {"ingest"},
     {"health"},
     {"maintenance"},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from icetide.ingest.offsets import BatchRanges, Watermark, commit_properties, resume_offsets
+from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, resume_offsets
 
 
 def test_roundtrip_summary_and_property() -> None:

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 from icetide.catalog import check_reachable
 from icetide.config.models import PipelineConfig
 from icetide.errors import CheckpointMismatchError, IcetideError
-from icetide.ingest import checkpoint, source
+from icetide.ingest import source
 from icetide.ingest.batch_log import PipelineCounters
-from icetide.ingest.offsets import Watermark, resume_offsets
 from icetide.ingest.sink import BatchWriter
-from icetide.ingest.tables import table_exists
+from icetide.lake import checkpoint
+from icetide.lake.offsets import Watermark, resume_offsets
+from icetide.lake.tables import table_exists
 from icetide.maintenance.loop import MaintenanceLoop
 from icetide.spark import build_session
 

@@ -30,6 +30,6 @@ def load_with_session(config_path: Path) -> tuple[PipelineConfig, SparkSession]:
 
 def tables_in(spark: SparkSession, cfg: PipelineConfig, namespaces: tuple[str, ...]) -> list[str] | None:
     """``namespace.table`` of every table in ``namespaces``; None (the watched namespaces) when none given."""
-    from icetide.ingest.tables import list_tables
+    from icetide.lake.tables import list_tables
 
     return [t for ns in namespaces for t in list_tables(spark, cfg.catalog.name, ns)] if namespaces else None

@@ -117,7 +117,7 @@ def report(spark, catalog: str) -> None:  # type: ignore[no-untyped-def]
     tbl.add_row("snapshots", str(snaps["n"]))
     console.print(tbl)
     off = Table("topic", "partition", "next offset held", title="Kafka offsets recorded in the table")
-    from icetide.ingest.offsets import read_watermark
+    from icetide.lake.offsets import read_watermark
 
     wm = read_watermark(spark, t, "demo")
     for (topic, p), o in sorted((wm.offsets if wm else {}).items()):

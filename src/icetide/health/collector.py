@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from icetide.config.thresholds import HealthThresholds
 from icetide.health.model import PartitionHealth, TableHealth
 from icetide.health.score import Scored, score_partition, score_table
-from icetide.ingest import checkpoint
-from icetide.ingest.offsets import K_PIPELINE, K_PLANNED_AT, PROPERTY_PREFIX, Watermark
+from icetide.lake import checkpoint
+from icetide.lake.offsets import K_PIPELINE, K_PLANNED_AT, PROPERTY_PREFIX, Watermark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -17,7 +17,7 @@ from pyspark.sql.types import (
 )
 
 from icetide.health.model import TableHealth
-from icetide.ingest.tables import ensure_table
+from icetide.lake.tables import ensure_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -41,7 +41,7 @@ def history_rows(spark: SparkSession, catalog: str, history_table: str, since_ho
 
 def maintenance_rows(spark: SparkSession, catalog: str, log_table: str, since_hours: float) -> list[Any]:
     """Recent maintenance actions (empty if none were recorded yet)."""
-    from icetide.ingest.tables import table_exists
+    from icetide.lake.tables import table_exists
 
     ns, name = validate_table(log_table, "maintenance.log_table")
     fq = f"{catalog}.{ns}.{name}"

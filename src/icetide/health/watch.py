@@ -9,7 +9,7 @@ from icetide.config.models import PipelineConfig
 from icetide.health import alerts, history
 from icetide.health.collector import collect
 from icetide.health.model import TableHealth
-from icetide.ingest.tables import list_tables
+from icetide.lake.tables import list_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -23,7 +23,7 @@ from pyspark.sql.types import (
 
 from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
-from icetide.ingest.tables import ensure_table
+from icetide.lake.tables import ensure_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -24,7 +24,7 @@ from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
 from icetide.identifiers import validate_pipeline, validate_topic
 from icetide.ingest.source import client_conf
-from icetide.ingest.tables import ensure_table, table_exists
+from icetide.lake.tables import ensure_table, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -4,7 +4,7 @@ Invariants: a table's watermark is read from the table once and then kept curren
 of this run (:meth:`Ledger.forget` drops it after a failure); :meth:`Ledger.begin` returns None
 when the table already holds the whole batch, else the commit's tags and, for a partial replay,
 the filter that keeps only rows at or above the watermark; every write is inside an in-flight
-marker (:mod:`icetide.ingest.inflight`) so orphan cleanup in any process leaves its files alone;
+marker (:mod:`icetide.lake.inflight`) so orphan cleanup in any process leaves its files alone;
 the watermark is mirrored into a table property at most every ``stream.watermark_mirror_interval``.
 """
 
@@ -23,9 +23,9 @@ from pyspark.sql import functions as F
 
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
-from icetide.ingest import inflight
-from icetide.ingest.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property
-from icetide.ingest.tables import table_exists
+from icetide.lake import inflight
+from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property
+from icetide.lake.tables import table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

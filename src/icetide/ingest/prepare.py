@@ -23,7 +23,7 @@ from icetide.config.models import PipelineConfig
 from icetide.errors import ConfigError
 from icetide.ingest import cdc, decode, evolution, routing, shapes
 from icetide.ingest.ledger import Ledger
-from icetide.ingest.tables import create_table, empty_frame, ensure_namespace, ensure_table, list_tables, table_exists
+from icetide.lake.tables import create_table, empty_frame, ensure_namespace, ensure_table, list_tables, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession

@@ -1,7 +1,7 @@
 """The ``foreachBatch`` writer: route, evolve, decode, dedupe against each table's watermark, commit.
 
 One micro-batch commits each table at most once, tagged with the pipeline, run, batch and offsets
-(see :mod:`icetide.ingest.offsets`). A replayed batch is filtered per table against the watermark
+(see :mod:`icetide.lake.offsets`). A replayed batch is filtered per table against the watermark
 the table already holds, so it can never land twice, including after a crash between two tables'
 commits. Per batch:
 
@@ -38,13 +38,14 @@ from pyspark.sql import functions as F
 
 from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
-from icetide.ingest import checkpoint, decode, evolution, multi_write, one_pass, routing, shapes
+from icetide.ingest import decode, evolution, multi_write, one_pass, routing, shapes
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
 from icetide.ingest.ledger import Ledger, scan_ranges
-from icetide.ingest.offsets import BatchRanges, Watermark
 from icetide.ingest.prepare import Preparer
 from icetide.ingest.strategies import BatchContext, BatchState, MultiTable, OnePass, PerTable
-from icetide.ingest.tables import ensure_table
+from icetide.lake import checkpoint
+from icetide.lake.offsets import BatchRanges, Watermark
+from icetide.lake.tables import ensure_table
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

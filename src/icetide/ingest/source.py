@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from icetide.config.source import KafkaSource
 from icetide.errors import ServiceUnreachableError
-from icetide.ingest.offsets import TopicPartition
+from icetide.lake.offsets import TopicPartition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

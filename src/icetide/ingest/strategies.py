@@ -31,9 +31,9 @@ from icetide.config.target import CdcSettings
 from icetide.ingest import cdc, decode, multi_write, one_pass, routing, shapes
 from icetide.ingest.batch_log import Laps
 from icetide.ingest.ledger import Ledger, Pending
-from icetide.ingest.offsets import BatchRanges
 from icetide.ingest.prepare import Parallel, Preparer, TablePlan
-from icetide.ingest.tables import table_exists
+from icetide.lake.offsets import BatchRanges
+from icetide.lake.tables import table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -14,7 +14,7 @@ from icetide.config.models import PipelineConfig
 from icetide.config.policy import MaintenancePolicy
 from icetide.health.watch import collect_all, namespaces
 from icetide.identifiers import TableRef
-from icetide.ingest.tables import list_tables, table_exists
+from icetide.lake.tables import list_tables, table_exists
 from icetide.maintenance import layout, partitions, telemetry
 from icetide.maintenance.executor import ActionRecord, Budget, Executor, last_maintained
 from icetide.maintenance.planner import TablePlan, order, plan_table

@@ -20,8 +20,8 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from icetide.config.policy import StepName
 from icetide.errors import is_commit_conflict
-from icetide.ingest.offsets import mirror_all
-from icetide.ingest.tables import ensure_table
+from icetide.lake.offsets import mirror_all
+from icetide.lake.tables import ensure_table
 from icetide.maintenance.planner import Step, TablePlan
 
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ class Executor:
 
 def last_maintained(spark: SparkSession, catalog: str, log_table: str) -> dict[str, int]:
     """Per table, when icetide last ran a successful step on it (epoch ms)."""
-    from icetide.ingest.tables import table_exists
+    from icetide.lake.tables import table_exists
 
     ns, name = log_table.split(".")
     fq = f"{catalog}.{ns}.{name}"

@@ -4,7 +4,7 @@ Iceberg decides what is an orphan (not referenced by any snapshot, manifest, met
 file, under the table location, older than the cutoff). icetide supplies the delete function: every
 path is logged, a dry run deletes nothing, and the cutoff is never later than the start of an
 icetide write in flight: in this process (``in_flight_since``) or in any other, through the
-in-flight markers under the table location (:mod:`icetide.ingest.inflight`). So files of an
+in-flight markers under the table location (:mod:`icetide.lake.inflight`). So files of an
 uncommitted batch survive even when the age floor is short. Other writers (Flink, Kafka Connect)
 are protected by the age floor alone, which must exceed their longest commit interval.
 """
@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from icetide.ingest import inflight
+from icetide.lake import inflight
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -19,8 +19,8 @@ from pyspark.sql.types import ArrayType, LongType, StringType, StructField, Stru
 
 from icetide.config.base import COLUMN_RE, interval_seconds
 from icetide.config.models import PipelineConfig
-from icetide.ingest.checkpoint import _fs_path
-from icetide.ingest.tables import ensure_table, table_exists
+from icetide.lake.checkpoint import _fs_path
+from icetide.lake.tables import ensure_table, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from icetide.ingest.offsets import TopicPartition
+from icetide.lake.offsets import TopicPartition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
