@@ -1,4 +1,4 @@
-"""Ingestion + in-process maintenance for ICETIDE_SOAK_SECONDS (default 8 minutes in CI; run it for
+"""Ingestion + in-process maintenance for ICETIDE_SOAK_SECONDS (default 6 minutes in CI; run it for
 20+ minutes with ICETIDE_SOAK_SECONDS=1200 as a longer soak).
 
 An event clock advances one event-hour per wall-clock minute, so `hours(event_time)` partitions
@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 from icetide.demo.events import create_topic
 from tests.fixtures.stack import pipeline_dict, table_ids, unique
 
-SOAK_SECONDS = float(os.environ.get("ICETIDE_SOAK_SECONDS", "480"))  # CI variant; 1200+ as a benchmark
+SOAK_SECONDS = float(os.environ.get("ICETIDE_SOAK_SECONDS", "360"))  # CI variant; 1200+ as a benchmark
 RATE = 200  # events/s
 QUIET = 45  # hot_partition_quiet_seconds
 INTERVAL = 60  # maintenance.interval
