@@ -33,7 +33,7 @@ def build_compacted_copy(spark: Any, family: str) -> float:
     part = f"PARTITIONED BY ({SPECS[family]})" if SPECS[family] else ""
     spark.sql(f"CREATE TABLE {dst} USING iceberg {part} TBLPROPERTIES ('format-version'='2', "
               f"'write.target-file-size-bytes'='{TARGET}') AS SELECT * FROM {src}")
-    spark.sql(f"CALL {CAT}.system.rewrite_data_files(table => '{table_of(family, 'compact')}', strategy => 'sort', "
+    spark.sql(f"CALL {CAT}.system.rewrite_data_files(table => '{dst}', strategy => 'sort', "
               f"sort_order => '{SORT[family]} ASC NULLS LAST', options => map('rewrite-all', 'true', "
               f"'target-file-size-bytes', '{TARGET}'))")
     return time.monotonic() - t0
@@ -69,7 +69,7 @@ def write_amplification(spark: Any, family: str) -> dict[str, int]:
 
 
 class Queries:
-    """The fixed query mix, through Spark SQL and through PyIceberg; each timed as the best of 3."""
+    """The fixed query mix, through Spark SQL and through PyIceberg; each timed as the best of 5."""
 
     def __init__(self, spark: Any, catalog_db: str, warehouse: str) -> None:
         self.spark = spark
@@ -118,7 +118,7 @@ def _sum(table: Any, column: str) -> tuple[int, Any]:
     return table.num_rows, pc.sum(table[column]).as_py()
 
 
-def _best(fn: Callable[[], Any], n: int = 3) -> float:
+def _best(fn: Callable[[], Any], n: int = 5) -> float:
     times = []
     for _ in range(n):
         t0 = time.perf_counter()

@@ -11,7 +11,7 @@ third arm is built: the unmaintained table's current state copied and fully comp
 Then the query mix (point lookup by key, the last event-hour, the day by type) runs on all three
 arms through Spark and through PyIceberg (no JVM).
 
-    .venv/bin/python -m benchmarks.steady.run [--minutes 30] [--rate 1000] [--cdc-rate 200]
+    .venv/bin/python -m benchmarks.steady.run [--minutes 30] [--rate 400] [--cdc-rate 40] [--trigger "10 seconds"]
 
 Results: benchmarks/steady/results/steady.json, results.md, *.png (see report.py).
 """
@@ -41,11 +41,10 @@ from benchmarks.steady import measure, report  # noqa: E402
 from benchmarks.steady.load import APPEND_FAMILIES, ARMS, Load, tree_cpu_seconds  # noqa: E402
 
 FAMILIES = (*APPEND_FAMILIES, "cdc")
-TRIGGER = "3 seconds"
 QUIET_SECONDS = 120  # the hour table's partitions turn cold 2 minutes (≈ 1.6 event-hours) after their last write
 
 
-def pipeline(bootstrap: str, work: Path) -> dict[str, Any]:
+def pipeline(bootstrap: str, work: Path, trigger: str) -> dict[str, Any]:
     topics = [f"{f}_{a}" for f in FAMILIES for a in ARMS]
     return {
         "name": "steady",
@@ -65,11 +64,11 @@ def pipeline(bootstrap: str, work: Path) -> dict[str, Any]:
             },
         },
         "dead_letter": {"table": "bench_meta.dead_letters"},
-        "stream": {"trigger_interval": TRIGGER, "checkpoint_location": str(work / "checkpoint"),
+        "stream": {"trigger_interval": trigger, "checkpoint_location": str(work / "checkpoint"),
                    "batch_log_table": "bench_meta.batches"},
         "health": {"namespaces": ["bench"], "history_table": "bench_meta.health"},
         "maintenance": {
-            "log_table": "bench_meta.maintenance", "interval": "30 seconds", "min_interval": "10 seconds",
+            "log_table": "bench_meta.maintenance", "interval": "60 seconds", "min_interval": "10 seconds",
             "policy": {"hot_partition_quiet_seconds": QUIET_SECONDS},
             "overrides": {"bench.*_plain": {"steps": []}},
         },
@@ -111,10 +110,11 @@ def sample(spark: Any, queries: measure.Queries, load: Load, rng: random.Random,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=30)
-    ap.add_argument("--rate", type=int, default=1000, help="append events/s (to each append table of each arm)")
-    ap.add_argument("--cdc-rate", type=int, default=200, help="CDC changes/s (to each arm)")
+    ap.add_argument("--rate", type=int, default=400, help="append events/s (to each append table of each arm)")
+    ap.add_argument("--cdc-rate", type=int, default=40, help="CDC changes/s (to each arm)")
     ap.add_argument("--keys", type=int, default=20_000)
-    ap.add_argument("--sample-every", type=float, default=240, help="seconds")
+    ap.add_argument("--sample-every", type=float, default=300, help="seconds")
+    ap.add_argument("--trigger", default="10 seconds", help="the pipeline's trigger interval")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
@@ -136,20 +136,21 @@ def main() -> None:
             for arm in ARMS:
                 create_topic(broker.bootstrap, f"{fam}_{arm}", 2)
         cfg_path = work / "steady.yaml"
-        cfg_path.write_text(yaml.safe_dump(pipeline(broker.bootstrap, work)))
+        cfg_path.write_text(yaml.safe_dump(pipeline(broker.bootstrap, work, args.trigger)))
         duration = args.minutes * 60
         load = Load(broker.bootstrap, args.rate, args.cdc_rate, args.keys, 86400 / duration, args.seed).start()
         ingest = start(["run", "-c", str(cfg_path)], work / "ingest.log")
         procs.append(ingest)
         spark = build_session(load_config(cfg_path))
         wait_tables(spark, [measure.table_of(f, a) for f in FAMILIES for a in ARMS])
-        maint = start(["maintain", "-c", str(cfg_path), "-n", "bench", "--watch"], work / "maintenance.log")
+        ice = [a for f in FAMILIES for a in ("-t", measure.table_of(f, "ice"))]
+        maint = start(["maintain", "-c", str(cfg_path), *ice, "--watch"], work / "maintenance.log")
         procs.append(maint)
         queries = measure.Queries(spark, str(work / "catalog.db"), str(work / "warehouse"))
         rng = random.Random(args.seed)
         result: dict[str, Any] = {"machine": machine(), "seed": args.seed, "minutes": args.minutes,
                                   "rate": args.rate, "cdc_rate": args.cdc_rate, "keys": args.keys,
-                                  "trigger": TRIGGER, "quiet_seconds": QUIET_SECONDS, "samples": []}
+                                  "trigger": args.trigger, "quiet_seconds": QUIET_SECONDS, "samples": []}
         args.out.mkdir(parents=True, exist_ok=True)
         next_at = args.sample_every
         while True:
@@ -171,8 +172,8 @@ def main() -> None:
         time.sleep(30)  # let the last batches land
         result["cpu_s"] = {"ingest": round(tree_cpu_seconds(ingest.pid), 1),
                            "maintenance": round(tree_cpu_seconds(maint.pid), 1)}
-        for p in procs:
-            os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:  # the driver only: it stops its query and its JVM cleanly
+            p.send_signal(signal.SIGTERM)
         for p in procs:
             p.wait(300)
         result["end"] = finish(spark, work)
@@ -210,7 +211,8 @@ def finish(spark: Any, work: Path) -> dict[str, Any]:
     end["plain_rewrite"] = {}
     for fam in APPEND_FAMILIES:  # the unmaintained tables, now idle: one plain call each
         t0 = time.monotonic()
-        r = spark.sql(f"CALL {cat}.system.rewrite_data_files(table => '{measure.table_of(fam, 'plain')}')").first()
+        plain = f"{cat}.{measure.table_of(fam, 'plain')}"
+        r = spark.sql(f"CALL {cat}.system.rewrite_data_files(table => '{plain}')").first()
         end["plain_rewrite"][fam] = {"bytes": int(r["rewritten_bytes_count"]),
                                      "seconds": round(time.monotonic() - t0, 1)}
     return end

@@ -28,8 +28,20 @@ def load_with_session(config_path: Path) -> tuple[PipelineConfig, SparkSession]:
     return cfg, build_session(cfg)
 
 
-def tables_in(spark: SparkSession, cfg: PipelineConfig, namespaces: tuple[str, ...]) -> list[str] | None:
-    """``namespace.table`` of every table in ``namespaces``; None (the watched namespaces) when none given."""
+namespaces_option = click.option("--namespace", "-n", "namespaces", multiple=True,
+                                 help="Namespaces (default: health.namespaces, else the target's namespace).")
+tables_option = click.option("--table", "-t", "only_tables", multiple=True,
+                             help="Only these tables (namespace.table); with --namespace, those too.")
+
+
+def tables_in(spark: SparkSession, cfg: PipelineConfig, namespaces: tuple[str, ...],
+              tables: tuple[str, ...] = ()) -> list[str] | None:
+    """``namespace.table`` of the named tables and of every table in ``namespaces``; None (the
+    watched namespaces) when neither is given. Names are validated before any lookup."""
+    from icetide.identifiers import validate_table
     from icetide.lake.tables import list_tables
 
-    return [t for ns in namespaces for t in list_tables(spark, cfg.catalog.name, ns)] if namespaces else None
+    named = [".".join(validate_table(t)) for t in tables]
+    if not namespaces and not named:
+        return None
+    return sorted({*named, *(t for ns in namespaces for t in list_tables(spark, cfg.catalog.name, ns))})

@@ -8,20 +8,21 @@ import click
 
 from icetide.app.output import emit_json, handle_errors, output_option
 from icetide.app.render import print_actions, print_plans
-from icetide.cli.common import config_option, load_with_session, tables_in
+from icetide.cli.common import config_option, load_with_session, namespaces_option, tables_in, tables_option
 
 
 @click.command()
 @config_option
-@click.option("--namespace", "-n", "namespaces", multiple=True, help="Namespaces (default: health.namespaces).")
+@namespaces_option
+@tables_option
 @output_option
 @handle_errors
-def plan(config_path: Path, namespaces: tuple[str, ...], output: str) -> None:
+def plan(config_path: Path, namespaces: tuple[str, ...], only_tables: tuple[str, ...], output: str) -> None:
     """Dry run: what maintenance would do to each table, in priority order, and why."""
     from icetide.maintenance.cycle import plan_all
 
     cfg, spark = load_with_session(config_path)
-    tables = tables_in(spark, cfg, namespaces)
+    tables = tables_in(spark, cfg, namespaces, only_tables)
     plans = plan_all(spark, cfg, tables)
     if output == "json":
         emit_json([p.as_dict() for p in plans])
@@ -31,19 +32,21 @@ def plan(config_path: Path, namespaces: tuple[str, ...], output: str) -> None:
 
 @click.command()
 @config_option
-@click.option("--namespace", "-n", "namespaces", multiple=True, help="Namespaces (default: health.namespaces).")
+@namespaces_option
+@tables_option
 @click.option("--dry-run", is_flag=True, help="Plan and record, change nothing (orphans: list only).")
 @click.option("--watch", is_flag=True, help="Keep running: a cycle every maintenance.interval (polling).")
 @output_option
 @handle_errors
-def maintain(config_path: Path, namespaces: tuple[str, ...], dry_run: bool, watch: bool, output: str) -> None:
+def maintain(config_path: Path, namespaces: tuple[str, ...], only_tables: tuple[str, ...], dry_run: bool, watch: bool,
+             output: str) -> None:
     """Run a maintenance cycle against any catalog/namespace: plan, then execute in priority order."""
     from dataclasses import asdict
 
     from icetide.maintenance.cycle import run_cycle
 
     cfg, spark = load_with_session(config_path)
-    tables = tables_in(spark, cfg, namespaces)
+    tables = tables_in(spark, cfg, namespaces, only_tables)
     if watch:
         from icetide.maintenance.loop import MaintenanceLoop
 
