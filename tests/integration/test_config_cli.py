@@ -4,30 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-import yaml
-
-from icetide.config import load_config
-from icetide.errors import ConfigError
+from tests.fixtures.configs import BASE, write
 from tests.fixtures.stack import icetide_cli
-
-BASE = {
-    "name": "orders",
-    "source": {"bootstrap_servers": "127.0.0.1:9092", "topics": ["orders"]},
-    "target": {"table": "raw.orders"},
-}
-
-
-def write(tmp_path: Path, data: dict) -> Path:  # type: ignore[type-arg]
-    p = tmp_path / "p.yaml"
-    p.write_text(yaml.safe_dump(data))
-    return p
-
-
-def errors_for(tmp_path: Path, data: dict) -> str:  # type: ignore[type-arg]
-    with pytest.raises(ConfigError) as e:
-        load_config(write(tmp_path, data))
-    return str(e.value).replace(str(tmp_path / "p.yaml"), "p.yaml")
 
 
 def test_cli_unreachable_kafka_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -8,18 +8,16 @@ every id lands exactly once and no stream commit fails.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from datetime import datetime, timedelta
 
 import yaml
-from confluent_kafka import Producer
 
 from icetide.demo.events import create_topic
+from tests.fixtures.records import RateProducer
 from tests.fixtures.stack import pipeline_dict, table_ids, unique
 
 SECONDS = float(os.environ.get("ICETIDE_HOT_SECONDS", "210"))
@@ -47,27 +45,9 @@ def test_hot_partition_stays_compacted_while_streaming(kafka, spark, lake, tmp_p
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "icetide.cli.main", "run", "-c", str(path), "--for",
                                  str(SECONDS + 45)], stdout=out, stderr=subprocess.STDOUT)
-    ids: list[str] = []
-    stop = threading.Event()
-
-    def produce() -> None:
-        p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 20, "log_level": 0})
-        i = 0
-        while not stop.is_set():
-            tick = time.time()
-            for _ in range(RATE // 10):
-                eid = f"hot-{i:08d}"
-                at = DAY + timedelta(seconds=i % 86_000)
-                p.produce(topic, value=json.dumps({"id": eid, "event_time": at.isoformat() + "Z", "user_id": i,
-                                                   "event_type": "view", "amount": 1.0}).encode())
-                ids.append(eid)
-                i += 1
-            p.poll(0)
-            time.sleep(max(0.0, 0.1 - (time.time() - tick)))
-        p.flush(60)
-
-    producer = threading.Thread(target=produce, daemon=True)
-    producer.start()
+    producer = RateProducer(kafka.bootstrap, topic, RATE, lambda i: {
+        "id": f"hot-{i:08d}", "event_time": (DAY + timedelta(seconds=i % 86_000)).isoformat() + "Z", "user_id": i,
+        "event_type": "view", "amount": 1.0}).start()
     fq = f"icetide.{table}"
     samples: list[tuple[float, int, int]] = []  # (seconds, data files in the day, files appended so far)
     t0 = time.time()
@@ -80,8 +60,7 @@ def test_hot_partition_stays_compacted_while_streaming(kafka, spark, lake, tmp_p
         except Exception:  # the table is created by the first batch
             continue
         samples.append((round(time.time() - t0, 1), int(files), int(commits)))
-    stop.set()
-    producer.join(120)
+    ids = producer.stop()
     assert proc.wait(300) == 0, log.read_text()[-4000:]
     text = log.read_text()
     print("samples (s, files, files appended):", samples)

@@ -12,14 +12,13 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from datetime import datetime, timedelta
 
 import yaml
-from confluent_kafka import Producer
 
 from icetide.demo.events import create_topic
+from tests.fixtures.records import RateProducer
 from tests.fixtures.stack import pipeline_dict, table_ids, unique
 
 SOAK_SECONDS = float(os.environ.get("ICETIDE_SOAK_SECONDS", "360"))  # CI variant; 1200+ as a benchmark
@@ -50,32 +49,16 @@ def test_soak_ingest_with_maintenance(kafka, spark, lake, tmp_path) -> None:  # 
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "icetide.cli.main", "run", "-c", str(path), "--for",
                                  str(SOAK_SECONDS + 60)], stdout=out, stderr=subprocess.STDOUT)
-    ids: list[str] = []
-    stop = threading.Event()
     t0 = time.time()
 
-    def produce() -> None:
-        p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 20, "log_level": 0})
-        i = 0
-        while not stop.is_set():
-            tick = time.time()
-            for _ in range(RATE // 10):
-                hour = int((time.time() - t0) // 60)
-                event_time = BASE + timedelta(hours=hour, seconds=i % 3600)
-                eid = f"soak-{i:09d}"
-                p.produce(topic, value=json.dumps({"id": eid, "event_time": event_time.isoformat() + "Z",
-                                                   "user_id": i, "event_type": "view", "amount": 1.0}).encode())
-                ids.append(eid)
-                i += 1
-            p.poll(0)
-            time.sleep(max(0.0, 0.1 - (time.time() - tick)))
-        p.flush(60)
+    def event(i: int) -> dict[str, object]:
+        hour = int((time.time() - t0) // 60)
+        return {"id": f"soak-{i:09d}", "event_time": (BASE + timedelta(hours=hour, seconds=i % 3600)).isoformat() + "Z",
+                "user_id": i, "event_type": "view", "amount": 1.0}
 
-    producer = threading.Thread(target=produce, daemon=True)
-    producer.start()
+    producer = RateProducer(kafka.bootstrap, topic, RATE, event).start()
     time.sleep(SOAK_SECONDS)
-    stop.set()
-    producer.join(120)
+    ids = producer.stop()
     assert proc.wait(SOAK_SECONDS + 600) == 0, log.read_text()[-4000:]
     text = log.read_text()
     fq = f"icetide.{table}"

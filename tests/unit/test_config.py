@@ -5,28 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from icetide.config import load_config
 from icetide.errors import ConfigError
-
-BASE = {
-    "name": "orders",
-    "source": {"bootstrap_servers": "127.0.0.1:9092", "topics": ["orders"]},
-    "target": {"table": "raw.orders"},
-}
-
-
-def write(tmp_path: Path, data: dict) -> Path:  # type: ignore[type-arg]
-    p = tmp_path / "p.yaml"
-    p.write_text(yaml.safe_dump(data))
-    return p
-
-
-def errors_for(tmp_path: Path, data: dict) -> str:  # type: ignore[type-arg]
-    with pytest.raises(ConfigError) as e:
-        load_config(write(tmp_path, data))
-    return str(e.value).replace(str(tmp_path / "p.yaml"), "p.yaml")
+from tests.fixtures.configs import BASE, errors_for, write
 
 
 def test_valid_minimal_config_gets_defaults(tmp_path: Path) -> None:
