@@ -140,3 +140,19 @@ def test_priority_orders_by_score_wait_and_demand() -> None:
     assert a.priority - b.priority == pytest.approx(demand(31)) == pytest.approx(20.0)
     b.table = "cat.ns.a"
     assert [p.table for p in order([b, a])] == ["cat.ns.t", "cat.ns.a"]
+
+
+def test_a_hot_cdc_table_gets_its_deletes_applied() -> None:
+    # unpartitioned and written all the time (a CDC table): no tier is full, but deletes pile up
+    p = PartitionHealth("", data_files=6, data_bytes=6 * 2**20, records=60_000, small_files=6,
+                        position_delete_files=12, position_delete_records=9_000, last_write_ms=NOW - 2000,
+                        size_hist={20: 6})
+    [step] = plan_table(table(p), [], MaintenancePolicy(), NOW).steps
+    assert step.action == "rewrite_hot_files"
+    assert step.reason == "(unpartitioned): hot, delete ratio 0.150 / 12 delete files"
+    assert step.options["min-file-size-bytes"] == "0"  # no size tier: only the files with deletes
+    assert step.options["delete-file-threshold"] == "10" and step.options["delete-ratio-threshold"] == "0.1"
+    quiet = PartitionHealth("", data_files=6, data_bytes=6 * 2**20, records=60_000, small_files=6,
+                            position_delete_files=3, position_delete_records=300, last_write_ms=NOW - 2000,
+                            size_hist={20: 6})
+    assert plan_table(table(quiet), [], MaintenancePolicy(), NOW).steps == []  # below both thresholds

@@ -271,38 +271,53 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
                      queries)
 
 
+def _needs_deletes(p: PartitionHealth, policy: MaintenancePolicy) -> bool:
+    return p.delete_files > 0 and (p.delete_ratio >= policy.delete_ratio or p.delete_files >= policy.delete_files)
+
+
 def _hot_steps(h: TableHealth, spec: list[PartitionField], policy: MaintenancePolicy, now_ms: int, target: int,
                skipped: list[str]) -> list[Step]:
-    """Minor compaction of hot partitions: one step per merge threshold (usually one)."""
-    by_below: dict[int, list[tuple[PartitionHealth, TierMerge, str | None]]] = {}
+    """Minor compaction of hot partitions: one step per merge threshold (usually one).
+
+    A hot partition is merged when a size tier fills, and its deletes are applied when they cross
+    ``delete_ratio`` / ``delete_files`` (a CDC table being written is hot all the time)."""
+    by_below: dict[int, list[tuple[PartitionHealth, str, int, int, str | None]]] = {}
     for p in h.partitions:
         if not _hot(p, policy, now_ms):
             continue
         m = tier_merge(p.size_hist, target, policy.tier_fanout)
-        if m is None or m.files < 2:
+        tiers = m is not None and m.files >= 2
+        deletes = _needs_deletes(p, policy)
+        if not tiers and not deletes:
             continue
         label = p.partition or "(unpartitioned)"
         f = where(spec, p.partition) if spec else None
         if spec and f is None:
             skipped.append(f"{label}: cannot be selected safely by a filter; left alone")
             continue
-        by_below.setdefault(m.below_bytes, []).append((p, m, f))
+        why = []
+        if tiers and m is not None:
+            why.append(f"size tier {m.tier} holds {m.tier_files} files (≥ fanout {policy.tier_fanout})")
+        if deletes:
+            why.append(f"delete ratio {p.delete_ratio:.3f} / {p.delete_files} delete files")
+        below = m.below_bytes if tiers and m is not None else 0  # 0: only files with deletes are rewritten
+        files = m.files if tiers and m is not None else p.data_files
+        approx = m.approx_bytes if tiers and m is not None else p.data_bytes
+        by_below.setdefault(below, []).append((p, f"{label}: hot, " + "; ".join(why), files, approx, f))
     steps = []
     for below, chosen in sorted(by_below.items()):
         chosen = chosen[:MAX_PARTITIONS_PER_STEP]
-        files = sum(m.files for _, m, _ in chosen)
-        approx = sum(m.approx_bytes for _, m, _ in chosen)
+        files = sum(c[2] for c in chosen)
+        approx = sum(c[3] for c in chosen)
         args: dict[str, Any] = {"strategy": "binpack"}
         if spec:
-            args["where"] = " OR ".join(f"({f})" for _, _, f in chosen)
+            args["where"] = " OR ".join(f"({c[4]})" for c in chosen)
+        merged = f"data files below {below:,} bytes merged" if below else "data files with deletes rewritten"
         steps.append(Step(
-            h.table, StepName.REWRITE_HOT_FILES,
-            "; ".join(f"{p.partition or '(unpartitioned)'}: hot, size tier {m.tier} holds {m.tier_files} files "
-                      f"(≥ fanout {policy.tier_fanout})" for p, m, _ in chosen),
+            h.table, StepName.REWRITE_HOT_FILES, "; ".join(c[1] for c in chosen),
             {"partitions": len(chosen), "files": files, "below_bytes": below, "approx_bytes": approx,
              "fanout": policy.tier_fanout},
-            f"~{files} → ~{len(chosen)} data files below {below:,} bytes merged in {len(chosen)} hot partition(s); "
-            "the stream keeps appending",
+            f"~{files} {merged} in {len(chosen)} hot partition(s), deletes applied; the stream keeps writing",
             args=args,
             options={
                 "min-input-files": "2",
@@ -312,9 +327,10 @@ def _hot_steps(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
                 "partial-progress.max-commits": "10",
                 "max-file-group-size-bytes": str(policy.max_file_group_bytes),
                 "delete-file-threshold": str(policy.delete_files),
+                "delete-ratio-threshold": str(policy.delete_ratio),
                 "use-starting-sequence-number": "true",
             },
-            partitions=[p.partition for p, _, _ in chosen],
+            partitions=[c[0].partition for c in chosen],
             expected_bytes=approx,
         ))
     return steps
