@@ -125,7 +125,8 @@ def test_expiry_and_manifest_rewrite_fire_on_thresholds(spark, kafka, lake, tmp_
     before = checksum(spark, table)
     cfg = load_config(make_cfg(kafka, lake, tmp_path, ns, policy={
         "snapshots_trigger": 10, "snapshot_retain_last": 3, "snapshot_max_age_seconds": 1,
-        "manifests_trigger": 10, "hot_partition_quiet_seconds": 1}))
+        "manifests_trigger": 10, "hot_partition_quiet_seconds": 1,
+        "steps": ["expire_snapshots", "rewrite_manifests"]}))  # this test is about these two thresholds
     [p] = plan_all(spark, cfg)
     assert [s.action for s in p.steps] == ["expire_snapshots", "rewrite_manifests"]
     assert p.steps[0].reason == "12 snapshots > trigger 10; 9 older than the age floor"

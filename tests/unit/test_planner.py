@@ -156,3 +156,18 @@ def test_a_hot_cdc_table_gets_its_deletes_applied() -> None:
                             position_delete_files=3, position_delete_records=300, last_write_ms=NOW - 2000,
                             size_hist={20: 6})
     assert plan_table(table(quiet), [], MaintenancePolicy(), NOW).steps == []  # below both thresholds
+
+
+def test_a_cold_partition_left_fragmented_by_minor_compaction_is_compacted_once() -> None:
+    # 3 small files (below min_input_files 5) of 1-2 MiB in a cold partition: they fit in one file
+    cold = part("2026-11-24", {20: 3}, written_s_ago=3600)
+    [step] = plan_table(table(cold), DAY_SPEC, MaintenancePolicy(), NOW).steps
+    assert step.action == "rewrite_data_files"
+    assert step.reason == f"{cold.partition}: 3 small files in a cold partition that fits in 1 file(s)"
+    assert step.options["min-input-files"] == "3"  # Iceberg would skip a group under its own minimum
+    # one file, or files that each need their own target-size file: nothing to do
+    assert plan_table(table(part("2026-11-24", {20: 1}, written_s_ago=3600)), DAY_SPEC, MaintenancePolicy(),
+                      NOW).steps == []
+    big = part("2026-11-24", {26: 3}, written_s_ago=3600, small_files=3)  # 3 × 64 MiB > 128 MiB target
+    big.data_bytes = 3 * 100 * 2**20
+    assert plan_table(table(big), DAY_SPEC, MaintenancePolicy(), NOW).steps == []

@@ -165,7 +165,11 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
 
     candidates: list[tuple[PartitionHealth, str]] = []
     for p in sorted(h.partitions, key=lambda p: (p.score, -p.data_files)):
-        needs_compact = p.small_files >= policy.min_input_files
+        # Cold and holding more files than its data needs (e.g. what minor compaction left while it
+        # was hot): one full compaction brings it to ceil(bytes / target) files.
+        fragmented = (p.small_files >= 2 and p.data_files > max(1, math.ceil(p.data_bytes / target))
+                      and not _hot(p, policy, now_ms))
+        needs_compact = p.small_files >= policy.min_input_files or fragmented
         needs_deletes = p.delete_files > 0 and (p.delete_ratio >= policy.delete_ratio
                                                  or p.delete_files >= policy.delete_files)
         if not (needs_compact or needs_deletes):
@@ -176,8 +180,11 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             skipped.append(f"{label}: hot (written {age:.0f}s ago, quiet time {policy.hot_partition_quiet_seconds:g}s)")
             continue
         why = []
-        if needs_compact:
+        if p.small_files >= policy.min_input_files:
             why.append(f"{p.small_files} small files (≥ {policy.min_input_files})")
+        elif needs_compact:
+            why.append(f"{p.small_files} small files in a cold partition that fits in "
+                       f"{max(1, math.ceil(p.data_bytes / target))} file(s)")
         if needs_deletes:
             why.append(f"delete ratio {p.delete_ratio:.3f} / {p.delete_files} delete files")
         candidates.append((p, "; ".join(why)))
@@ -228,7 +235,8 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
                 f"partition(s), {bytes_in:,} bytes rewritten, deletes applied",
                 args=args,
                 options={
-                    "min-input-files": str(policy.min_input_files),
+                    "min-input-files": str(max(2, min([policy.min_input_files,
+                                                        *(p.small_files for p, _ in chosen if p.small_files >= 2)]))),
                     "target-file-size-bytes": str(target),
                     "partial-progress.enabled": "true",
                     "partial-progress.max-commits": "10",
