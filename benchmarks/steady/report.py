@@ -102,6 +102,8 @@ def write(result: dict[str, Any], out: Path) -> None:
                          f"idle unmaintained {fam} table {plain_rate:.1f} MB/s ({pr['bytes'] / mb:.0f} MB): "
                          f"**{ice_rate / plain_rate if plain_rate else 0:.2f}×** (target ≥ 1.0)")
         lines.append(f"- rows per arm at the end: {end['rows']}")
+    if (out / "analysis.md").exists():
+        lines += ["", "Why targets were missed, from these measurements: [analysis.md](analysis.md)."]
     (out / "results.md").write_text("\n".join(lines) + "\n")
     _plots(result, out)
 
