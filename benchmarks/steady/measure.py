@@ -12,6 +12,8 @@ import pyarrow.compute as pc
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
 
+from benchmarks.common import best_of
+
 CAT = "icetide"
 COPY_NS = "bench_c"
 SPECS = {"day": "days(event_time)", "hour": "hours(event_time)", "cdc": None}
@@ -118,10 +120,5 @@ def _sum(table: Any, column: str) -> tuple[int, Any]:
     return table.num_rows, pc.sum(table[column]).as_py()
 
 
-def _best(fn: Callable[[], Any], n: int = 5) -> float:
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return round(min(times), 4)
+def _best(fn: Callable[[], Any]) -> float:
+    return round(best_of(fn, 5), 4)

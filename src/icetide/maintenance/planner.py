@@ -234,17 +234,8 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
                 f"~{sum(p.data_files for p, _ in chosen)} → ~{files_out} data files in {len(chosen)} cold "
                 f"partition(s), {bytes_in:,} bytes rewritten, deletes applied",
                 args=args,
-                options={
-                    "min-input-files": str(max(2, min([policy.min_input_files,
-                                                        *(p.small_files for p, _ in chosen if p.small_files >= 2)]))),
-                    "target-file-size-bytes": str(target),
-                    "partial-progress.enabled": "true",
-                    "partial-progress.max-commits": "10",
-                    "max-file-group-size-bytes": str(policy.max_file_group_bytes),
-                    "delete-file-threshold": str(policy.delete_files),
-                    "delete-ratio-threshold": str(policy.delete_ratio),
-                    "use-starting-sequence-number": "true",
-                },
+                options=_rewrite_options(policy, target, max(2, min([
+                    policy.min_input_files, *(p.small_files for p, _ in chosen if p.small_files >= 2)]))),
                 partitions=[p.partition for p, _ in chosen],
                 expected_bytes=bytes_in,
             ))
@@ -277,6 +268,21 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
 
     return TablePlan(t, h.score, h.tier, priority(h, policy, last_maintained_ms, now_ms, queries), steps, skipped,
                      queries)
+
+
+def _rewrite_options(policy: MaintenancePolicy, target: int, min_input_files: int) -> dict[str, str]:
+    """``rewrite_data_files`` options shared by minor and full compaction: bounded groups committed
+    as they finish, deletes applied past the policy's thresholds, no conflict with new appends."""
+    return {
+        "min-input-files": str(min_input_files),
+        "target-file-size-bytes": str(target),
+        "partial-progress.enabled": "true",
+        "partial-progress.max-commits": "10",
+        "max-file-group-size-bytes": str(policy.max_file_group_bytes),
+        "delete-file-threshold": str(policy.delete_files),
+        "delete-ratio-threshold": str(policy.delete_ratio),
+        "use-starting-sequence-number": "true",
+    }
 
 
 def _needs_deletes(p: PartitionHealth, policy: MaintenancePolicy) -> bool:
@@ -327,17 +333,7 @@ def _hot_steps(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
              "fanout": policy.tier_fanout},
             f"~{files} {merged} in {len(chosen)} hot partition(s), deletes applied; the stream keeps writing",
             args=args,
-            options={
-                "min-input-files": "2",
-                "min-file-size-bytes": str(below),
-                "target-file-size-bytes": str(target),
-                "partial-progress.enabled": "true",
-                "partial-progress.max-commits": "10",
-                "max-file-group-size-bytes": str(policy.max_file_group_bytes),
-                "delete-file-threshold": str(policy.delete_files),
-                "delete-ratio-threshold": str(policy.delete_ratio),
-                "use-starting-sequence-number": "true",
-            },
+            options={**_rewrite_options(policy, target, 2), "min-file-size-bytes": str(below)},
             partitions=[c[0].partition for c in chosen],
             expected_bytes=approx,
         ))
