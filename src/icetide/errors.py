@@ -35,6 +35,21 @@ class TransientError(IcetideError):
     terminal = False
 
 
+#: Text every fenced commit's error carries (icetide's JVM ``LedgerFence`` and :class:`FencedError`).
+FENCE_MARKER = "icetide-fence:"
+
+
+class FencedError(TransientError):
+    """Another process of the same pipeline committed to a table since this run read its ledger.
+
+    Nothing of the batch was committed to that table. The run stands by (see
+    :mod:`icetide.app.runner`) instead of racing the other writer."""
+
+
+def is_fenced(exc: BaseException) -> bool:
+    return isinstance(exc, FencedError) or FENCE_MARKER in str(exc)
+
+
 # What Iceberg says when a commit lost an optimistic-concurrency race or failed validation against a
 # concurrent commit (the text of the JVM exception as it reaches Python): retrying on fresh metadata
 # can succeed. Classified here once, for maintenance's rewrites and ingest's MERGEs alike.

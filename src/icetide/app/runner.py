@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from icetide.catalog import check_reachable
+from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
-from icetide.errors import CheckpointMismatchError, IcetideError
+from icetide.errors import CheckpointMismatchError, FencedError, IcetideError, is_fenced
 from icetide.ingest import source
 from icetide.ingest.batch_log import PipelineCounters
 from icetide.ingest.sink import BatchWriter
@@ -45,9 +48,18 @@ class RunSummary:
 
 def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
                       until_idle: bool = False) -> tuple[Runner, RunSummary]:
-    """Run a pipeline in the foreground: SIGTERM/SIGINT stop it after the current batch."""
+    """Run a pipeline in the foreground: SIGTERM/SIGINT stop it after the current batch (exit 0)."""
+    early: list[str] = []  # a signal that arrives while Spark starts
+
+    def remember(signum: int, frame: FrameType | None) -> None:
+        early.append(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, remember)
+    signal.signal(signal.SIGINT, remember)
     runner = Runner(cfg)
     runner.install_signal_handlers()
+    if early:
+        runner.request_stop(early[0])
     try:
         return runner, runner.run(duration=duration, until_idle=until_idle)
     finally:
@@ -96,7 +108,8 @@ class Runner:
         # Fail fast, naming the key, before starting Spark.
         check_reachable(cfg)
         source.list_partitions(cfg.source)
-        self.spark = spark or build_session(cfg)
+        with _termination_left_to_python():
+            self.spark = spark or build_session(cfg)
         self.run_id = uuid.uuid4().hex[:12]
         self.maintenance = None
         if cfg.maintenance.in_run:
@@ -109,6 +122,8 @@ class Runner:
         self.query: StreamingQuery | None = None
         #: Query restarts after failures (transient, and Spark's known metrics NPE).
         self.restarts = 0
+        #: Times another process of the pipeline fenced this run out (each followed by a standby).
+        self.fenced = 0
 
     def request_stop(self, reason: str = "requested") -> None:
         self._stopped_by = reason
@@ -138,7 +153,8 @@ class Runner:
     def run(self, duration: float | None = None, until_idle: bool = False) -> RunSummary:
         """Run until SIGTERM/SIGINT, ``duration`` seconds, or (``until_idle``) no new data."""
         deadline = None if duration is None else time.monotonic() + duration
-        restarts = known = 0
+        restarts = known = 0  # consecutive failures: reset once a batch commits after a restart
+        progress = self.writer.counters.batches
         if self.maintenance is not None:
             self.maintenance.start()
         while True:
@@ -154,6 +170,18 @@ class Runner:
                 raise
             except Exception as e:
                 self.writer.forget_watermarks()
+                if self.writer.counters.batches > progress:
+                    restarts = 0
+                progress = self.writer.counters.batches
+                if is_fenced(e):
+                    self.fenced += 1
+                    if self.cfg.stream.on_fenced == "exit":
+                        raise FencedError(f"{_fence_line(e)}; this run stops (stream.on_fenced: exit) so that "
+                                          "no batch lands twice. Stop the other run, or wait, then start again"
+                                          ) from None
+                    if not self._standby(e, deadline):
+                        break
+                    continue
                 if _spark_kafka_metrics_npe(e) and known < 10:
                     # SPARK-55271: Spark 4.1's Kafka source fails progress reporting after a batch
                     # replayed from the checkpoint. The batch itself committed; restart at once.
@@ -171,6 +199,25 @@ class Runner:
                 if self._stop.wait(wait):
                     break
         return RunSummary(self.run_id, self.writer.counters, self._stopped_by)
+
+    def _standby(self, e: BaseException, deadline: float | None) -> bool:
+        """Wait while another run of the pipeline keeps committing; True to take over, False to stop."""
+        after = interval_seconds(self.cfg.stream.takeover_after)
+        log.warning("fenced: %s. Standing by: this run takes over once no other run has committed for %.0fs",
+                    _fence_line(e), after)
+        while True:
+            if self._stop.wait(min(max(after / 4, 1.0), 15.0)):
+                return False
+            if deadline is not None and time.monotonic() >= deadline:
+                self.request_stop("duration")
+                return False
+            self.writer.forget_watermarks()
+            others = [w.committed_at_ms for w in table_watermarks(self.spark, self.writer).values()
+                      if w.run != self.run_id]
+            quiet = time.time() - max(others, default=0) / 1000
+            if quiet >= after:
+                log.warning("no other run of pipeline %s has committed for %.0fs: taking over", self.cfg.name, quiet)
+                return True
 
     def _watch(self, deadline: float | None, until_idle: bool) -> None:
         q = self.query
@@ -196,9 +243,9 @@ class Runner:
                 self._stop_gracefully(q)
                 return
 
-    def _stop_gracefully(self, q: StreamingQuery, timeout: float = 120.0) -> None:
-        """Let the running batch finish (bounded), then stop the query."""
-        end = time.monotonic() + timeout
+    def _stop_gracefully(self, q: StreamingQuery) -> None:
+        """Let the running batch finish (at most ``stream.stop_timeout``), then stop the query."""
+        end = time.monotonic() + interval_seconds(self.cfg.stream.stop_timeout)
         while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < end:
             time.sleep(0.2)
         q.stop()
@@ -210,6 +257,24 @@ class Runner:
         self.writer.flush_mirrors()
         if self.maintenance is not None:
             self.maintenance.stop()
+
+
+@contextlib.contextmanager
+def _termination_left_to_python() -> Iterator[None]:
+    """Start the Spark JVM with SIGTERM ignored (a disposition it keeps), so that a SIGTERM sent to the
+    whole process group (systemd, ``docker stop``, ``kill -- -PGID``) reaches only the Python driver,
+    which finishes or abandons the batch and then stops the JVM. A SIGTERM arriving meanwhile waits
+    (blocked) and is delivered once the handler is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 _SPARK_55271 = ('Cannot invoke "scala.collection.IterableOps.map(scala.Function1)" because the '
@@ -225,6 +290,13 @@ def _terminal(e: BaseException) -> bool:
     markers = ("AnalysisException", "ConfigError", "IdentifierError", "SCHEMA", "Cannot write",
                "OffsetOutOfRange", "data loss", "IllegalArgumentException")
     return any(m in text for m in markers)
+
+
+def _fence_line(e: BaseException) -> str:
+    """The fence's own message out of a (possibly JVM-wrapped) error."""
+    text = str(e)
+    i = text.find("icetide-fence:")
+    return (text[i:] if i >= 0 else text).strip().splitlines()[0][:400]
 
 
 def _first_line(e: BaseException) -> str:

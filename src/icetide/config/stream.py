@@ -33,7 +33,24 @@ class StreamSettings(Strict):
         default="resume",
         description="When the checkpoint is gone: resume from offsets recorded in the tables, or fail",
     )
-    restart_attempts: int = Field(default=3, ge=0, description="Restarts after a transient failure")
+    restart_attempts: int = Field(
+        default=3, ge=0,
+        description="Restarts after consecutive transient failures (the count resets once a batch commits)")
+    on_fenced: Literal["standby", "exit"] = Field(
+        default="standby",
+        description="When another process of the same pipeline commits to its tables (a second run, a zombie): "
+        "standby: stop writing, watch, and take over once the other has not committed for takeover_after; "
+        "exit: stop with an error",
+    )
+    takeover_after: Interval = Field(
+        default="60 seconds",
+        description="A standby run takes over once no other run of the pipeline has committed for this long",
+    )
+    stop_timeout: Interval = Field(
+        default="120 seconds",
+        description="On SIGTERM/SIGINT, how long the running batch may take to finish before it is abandoned "
+        "(an abandoned batch is replayed, exactly once, by the next run)",
+    )
     watermark_mirror_interval: Interval = Field(
         default="60 seconds",
         description="At most this often, copy each table's offsets into a table property (one extra commit); "

@@ -6,6 +6,14 @@ when the table already holds the whole batch, else the commit's tags and, for a 
 the filter that keeps only rows at or above the watermark; every write is inside an in-flight
 marker (:mod:`icetide.lake.inflight`) so orphan cleanup in any process leaves its files alone;
 the watermark is mirrored into a table property at most every ``stream.watermark_mirror_interval``.
+
+Fencing: every append is committed with icetide's JVM ``LedgerFence``, which Iceberg runs inside
+the commit against the table's refreshed metadata: the commit lands only if the newest snapshot of
+this pipeline among the table's ancestors is still the one this run's watermark came from. A second
+run of the pipeline (any checkpoint folder, any host) or a zombie that wakes up therefore cannot land
+a batch twice; its commit fails with :class:`~icetide.errors.FencedError` and commits nothing.
+Appends Spark must write itself (tables that ask for a write ordering or distribution) re-read the
+ledger just before they write instead (see docs/guarantees.md for that narrower window).
 """
 
 from __future__ import annotations
@@ -16,16 +24,20 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
 
+from icetide import faults
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
+from icetide.errors import FENCE_MARKER, FencedError
+from icetide.ingest import multi_write
 from icetide.lake import inflight
 from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property
 from icetide.lake.tables import table_exists
+from icetide.spark.session import has_class
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -42,6 +54,9 @@ class Pending:
     watermark: Watermark
     tags: dict[str, str]
     keep: Column | None
+    base: tuple[str | None, int] = (None, -1)  # the fence: newest tagged (run, batch) it expects
+
+FENCE_CLASS = "io.icetide.iceberg.LedgerFence"
 
 
 class Ledger:
@@ -57,6 +72,7 @@ class Ledger:
         self._mirror_every = interval_seconds(cfg.stream.watermark_mirror_interval)
         self._mirrored_at: dict[str, float] = {}
         self._unmirrored: dict[str, Watermark] = {}
+        self._fence_ok: bool | None = None
 
     # -- watermarks -------------------------------------------------------------------------
     def watermark(self, table: str) -> Watermark | None:
@@ -88,7 +104,42 @@ class Ledger:
         new = Watermark(offsets=(wm or Watermark()).advanced(ranges), run=self.run_id, batch=batch_id,
                         batch_ranges=ranges, committed_at_ms=int(time.time() * 1000))
         return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges, new.offsets),
-                       not_below(wm, ranges) if wm is not None else None)
+                       not_below(wm, ranges) if wm is not None else None, wm.fence() if wm is not None else (None, -1))
+
+    # -- fencing ----------------------------------------------------------------------------
+    def fencing(self) -> bool:
+        """Whether commits can be fenced (icetide's Iceberg-side JVM classes are loaded)."""
+        if self._fence_ok is None:
+            self._fence_ok = has_class(self.spark, FENCE_CLASS)
+            if not self._fence_ok:
+                log.warning("icetide's Iceberg classes are not loaded (run `icetide setup`, or add "
+                            "icetide-iceberg.jar to spark.jars): commits are checked against a fresh read "
+                            "of the ledger, not fenced atomically")
+        return self._fence_ok
+
+    def commit_written(self, p: Pending, job: multi_write.MultiTableWrite, name: str) -> None:
+        """Commit the files ``job`` wrote for ``name`` (namespace.table), fenced against ``p.base``."""
+        faults.point("before_table_commit", name)
+        if not self.fencing():
+            self.check_fresh(p)
+            job.commit(name)
+        else:
+            refused = fenced_append(self.spark, p.table, job.take_files(name), p.tags, self.cfg.name, *p.base)
+            if refused is not None:
+                job.discard(name)
+                self._watermarks.pop(p.table, None)
+                raise FencedError(refused)
+        faults.point("after_table_commit", name)
+
+    def check_fresh(self, p: Pending) -> None:
+        """Fail with :class:`FencedError` if another process of the pipeline committed to the table
+        since this run read its ledger (for commits that cannot be fenced atomically)."""
+        fresh = read_watermark(self.spark, p.table, self.cfg.name) if table_exists(self.spark, p.table) else None
+        seen = (fresh.run, fresh.batch) if fresh is not None else (None, -1)
+        if seen != p.base and not (fresh is not None and fresh.source == "property" and p.base == (None, -1)):
+            self._watermarks.pop(p.table, None)
+            raise FencedError(f"{FENCE_MARKER} pipeline {self.cfg.name} expected its newest commit to {p.table} "
+                              f"to be {p.base}, found {seen}: another process of the pipeline committed to it")
 
     def finish(self, p: Pending, ts_max: int | None) -> None:
         """After ``p`` committed: remember, mirror and report its watermark."""
@@ -120,6 +171,10 @@ class Ledger:
             return None
         if p.keep is not None:
             rows = rows.where(p.keep)
+        if apply is None and stats is None and multi_write.available(self.spark):
+            n = self._append_job(p, project(rows), since_ms)
+            if n is not None:
+                return n
         counted = Observation(f"icetide_{batch_id}_{uuid.uuid4().hex[:8]}")
         log.info("committing batch %s to %s", batch_id, table)
         out = project(rows).observe(counted, F.count(F.lit(1)).alias("n"))
@@ -128,15 +183,40 @@ class Ledger:
             if apply is not None:
                 apply(out, p.tags)
             else:
+                self.check_fresh(p)
+                faults.point("before_table_commit", table)
                 writer = out.writeTo(table)
                 for k, v in p.tags.items():
                     writer = writer.option(f"snapshot-property.{k}", v)
                 writer.append()
         finally:
             self.clear([table])
+        faults.point("after_table_commit", table)
         ts = stats.get.get("ts_max") if stats is not None else None  # filled in by the write that just finished
         self.finish(p, int(ts) if ts is not None else None)
         return int(counted.get["n"])
+
+    def _append_job(self, p: Pending, out: DataFrame, since_ms: int | None) -> int | None:
+        """Append ``out`` through icetide's JVM writer with a fenced commit; None if it refuses the table."""
+        catalog, name = p.table.split(".", 1)
+        job = multi_write.MultiTableWrite(self.spark)
+        schema = out.sparkSession.table(p.table).schema
+        frame = multi_write.frame(out, F.lit(True), F.lit(None).cast("long"), {c: F.col(c) for c in out.columns},
+                                  schema)
+        if job.add(catalog, name, frame, p.tags) is not None:
+            return None
+        log.info("committing batch %s to %s", p.watermark.batch, p.table)
+        self.mark([p.table], since_ms or p.watermark.committed_at_ms)
+        try:
+            job.run()
+            self.commit_written(p, job, name)
+        except BaseException:
+            job.abort(name)
+            raise
+        finally:
+            self.clear([p.table])
+        self.finish(p, None)
+        return job.written(name).good
 
     def location(self, table: str) -> str:
         if table not in self._locations:
@@ -167,6 +247,20 @@ class Ledger:
                 self._mirror(table, wm, force=True)
             except Exception as e:  # the snapshot summaries still hold it
                 log.warning("could not mirror the watermark of %s: %s", table, str(e).splitlines()[0][:200])
+
+
+def fenced_append(spark: SparkSession, table: str, files: object, tags: dict[str, str], pipeline: str,
+                  run: str | None, batch: int) -> str | None:
+    """Append ``files`` to ``table`` (qualified) tagged with ``tags``, only if its newest commit of
+    ``pipeline`` is still (run, batch) (None: no commit of it); else the fence's message."""
+    jvm: Any = spark._jvm
+    table_obj = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    props = jvm.java.util.HashMap()
+    for k, v in tags.items():
+        props.put(k, v)
+    props.put("spark.app.id", spark.sparkContext.applicationId)
+    refused = jvm.io.icetide.iceberg.LedgerFence.append(table_obj, files, props, pipeline, run, batch)
+    return None if refused is None else str(refused)
 
 
 def scan_ranges(parsed: DataFrame) -> BatchRanges:

@@ -112,7 +112,16 @@ class MultiTableWrite:
         return Written(int(self._j.good(table)), int(self._j.bad(table)), int(ts) if ts is not None else None)
 
     def commit(self, table: str) -> None:
+        """Commit ``table``'s files through Spark's Iceberg write (not fenced)."""
         self._j.commit(table)
+
+    def take_files(self, table: str) -> Any:
+        """``table``'s written Iceberg data files (a JVM array) for a commit made by the caller."""
+        return self._j.takeFiles(table)
+
+    def discard(self, table: str) -> None:
+        """Delete the files :meth:`take_files` returned (their commit was refused)."""
+        self._j.discard(table)
 
     def abort(self, table: str) -> None:
         self._j.abort(table)

@@ -26,6 +26,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
+from icetide import faults
 from icetide.config.models import PipelineConfig
 from icetide.config.target import CdcSettings
 from icetide.ingest import cdc, decode, multi_write, one_pass, routing, shapes
@@ -162,7 +163,7 @@ class OnePass(Strategy):
         def commit(table: str) -> multi_write.Written:
             log.info("committing batch %s to %s", ctx.batch_id, self.q(table))
             try:
-                job.commit(table)
+                self.ledger.commit_written(staged[table], job, table)
             finally:
                 self.ledger.clear([self.q(table)])
             w = job.written(table)
@@ -221,7 +222,7 @@ class MultiTable(Strategy):
             pending, parsed = staged[table]
             log.info("committing batch %s to %s", ctx.batch_id, pending.table)
             try:
-                job.commit(table)
+                self.ledger.commit_written(pending, job, table)
             finally:
                 self.ledger.clear([pending.table])
             w = job.written(table)
@@ -290,6 +291,7 @@ class PerTable(Strategy):
             latest = latest.persist(StorageLevel.MEMORY_AND_DISK_DESER)
             try:
                 cdc.merge_retrying_conflicts(self.spark, tags, latest, self.q(table), c)
+                faults.point("between_merge_and_tombstones", table)
                 if c.tombstones:  # appended (cheap); readers take the newest delete per key
                     deletes = latest.where(F.col(cdc.OP) == "delete").select(*c.primary_key, cdc.ORDERING)
                     self.ledger.commit(self.q(tomb), deletes, lambda d: d, ctx.batch_id, ctx.ranges, ctx.since_ms)

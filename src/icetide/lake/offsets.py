@@ -76,6 +76,13 @@ class Watermark:
     batch_ranges: BatchRanges | None = None
     committed_at_ms: int = 0
     kafka_ts_max: int | None = None  # newest Kafka timestamp in the batch (freshness)
+    #: Where it was read: "snapshot" (a tagged snapshot among the current ancestors, which a fenced
+    #: commit expects to still be the newest) or "property" (the mirror, once those expired).
+    source: str = "snapshot"
+
+    def fence(self) -> tuple[str | None, int]:
+        """(run, batch) a fenced commit expects as the newest tagged ancestor; (None, -1): none."""
+        return (self.run, self.batch) if self.source == "snapshot" and self.run else (None, -1)
 
     def get(self, tp: TopicPartition) -> int:
         return self.offsets.get(tp, -1)
@@ -130,6 +137,7 @@ class Watermark:
             committed_at_ms=int(raw.get("committed_at_ms", 0)),
         )
         wm.kafka_ts_max = raw.get("kafka_ts_max")
+        wm.source = "property"
         return wm
 
 

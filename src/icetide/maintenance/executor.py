@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType, TimestampType
 
+from icetide import faults
 from icetide.config.policy import StepName
 from icetide.errors import is_commit_conflict
 from icetide.lake.offsets import mirror_all
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+#: Steps that rewrite files (a crash after one committed must leave the table consistent).
+REWRITES = frozenset({StepName.REWRITE_DATA_FILES, StepName.REWRITE_HOT_FILES,
+                      StepName.REWRITE_POSITION_DELETE_FILES, StepName.REWRITE_MANIFESTS})
 _SAFE_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:+ -(),<>=")
 
 LOG_SCHEMA = StructType([
@@ -152,6 +156,8 @@ class Executor:
             for plan in plans:
                 for step in plan.steps:
                     done.append((step, self._run_step(step, budget, dry_run)))
+                    if done[-1][1].outcome == "ok" and step.action in REWRITES:
+                        faults.point("between_rewrite_and_expiry", f"{step.table} {step.action}")
         finally:
             if self.pool:
                 self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]

@@ -569,6 +569,30 @@ public final class MultiTableWrite {
   }
 
   /**
+   * The Iceberg data files written for {@code table}, for a commit the caller makes itself (icetide's
+   * fenced append); the table is done here. {@link #discard} drops them if that commit is refused.
+   */
+  public Object[] takeFiles(String table) {
+    Target t = target(table);
+    synchronized (t) {
+      if (!ran || t.done) {
+        throw new IllegalStateException("table " + t.name + " is not ready to commit");
+      }
+      t.done = true;
+    }
+    List<Object> out = new ArrayList<>();
+    for (WriterCommitMessage m : t.messages) {
+      out.addAll(fileObjects(m));
+    }
+    return out.toArray();
+  }
+
+  /** Deletes the files {@link #takeFiles} returned, after the caller's commit was refused. */
+  public void discard(String table) {
+    deleteFiles(target(table));
+  }
+
+  /**
    * Drops {@code table}'s written files uncommitted. Iceberg's abort deletes files only after a
    * failed commit, so the files the tasks reported are deleted here; a file that cannot be is left
    * to orphan cleanup.
@@ -582,6 +606,10 @@ public final class MultiTableWrite {
       t.done = true;
     }
     t.batchWrite.abort(t.messages.toArray(new WriterCommitMessage[0]));
+    deleteFiles(t);
+  }
+
+  private void deleteFiles(Target t) {
     org.apache.hadoop.conf.Configuration conf = spark.sessionState().newHadoopConf();
     for (WriterCommitMessage m : t.messages) {
       for (String path : filesOf(m)) {
@@ -595,9 +623,9 @@ public final class MultiTableWrite {
     }
   }
 
-  /** The locations of the data files in an Iceberg task's commit message (none if unknown). */
-  static List<String> filesOf(WriterCommitMessage message) {
-    List<String> out = new ArrayList<>();
+  /** The data files (Iceberg {@code DataFile}s) in an Iceberg task's commit message (none if unknown). */
+  static List<Object> fileObjects(WriterCommitMessage message) {
+    List<Object> out = new ArrayList<>();
     if (message == null) {
       return out;
     }
@@ -606,12 +634,25 @@ public final class MultiTableWrite {
       files.setAccessible(true);
       Object[] found = (Object[]) files.invoke(message);
       for (Object f : found == null ? new Object[0] : found) {
+        out.add(f);
+      }
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      // not an Iceberg message
+    }
+    return out;
+  }
+
+  /** The locations of the data files in an Iceberg task's commit message (none if unknown). */
+  static List<String> filesOf(WriterCommitMessage message) {
+    List<String> out = new ArrayList<>();
+    for (Object f : fileObjects(message)) {
+      try {
         java.lang.reflect.Method location = f.getClass().getMethod("location");
         location.setAccessible(true);
         out.add(String.valueOf(location.invoke(f)));
+      } catch (ReflectiveOperationException | RuntimeException e) {
+        // not an Iceberg file: nothing to delete
       }
-    } catch (ReflectiveOperationException | RuntimeException e) {
-      // not an Iceberg message: nothing to delete
     }
     return out;
   }
