@@ -44,7 +44,7 @@ def parse(spec: str | None) -> Fault | None:
     name, _, nth = head.partition("@")
     if name not in POINTS:
         raise ValueError(f"{ENV}={spec!r}: unknown point {name!r}; one of {', '.join(sorted(POINTS))}")
-    if nth and not nth.isdigit():
+    if nth and (not nth.isdigit() or int(nth) < 1):
         raise ValueError(f"{ENV}={spec!r}: the count after @ must be a positive integer")
     return Fault(name, int(nth or 1), text)
 

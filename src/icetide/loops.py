@@ -94,3 +94,28 @@ class LoopService:
             if took > self.interval:
                 log.warning("%s: a tick took %.0fs, longer than its interval of %.0fs", self.name, took,
                             self.interval)
+
+
+class RestartBudget:
+    """Restarts after *consecutive* failures: progress (a batch committed) since the previous failure
+    resets the count, so a run that recovers from a broker restart every day is never used up.
+
+    ``failed(progress)`` records a failure (``progress``: a counter that grows with each batch
+    committed) and says whether one more restart is allowed; :attr:`used` is the current streak."""
+
+    def __init__(self, attempts: int, max_backoff: float = 60.0) -> None:
+        self.attempts = attempts
+        self.max_backoff = max_backoff
+        self.used = 0
+        self._progress: int | None = None
+
+    def failed(self, progress: int) -> bool:
+        if self._progress is not None and progress > self._progress:
+            self.used = 0
+        self._progress = progress
+        self.used += 1
+        return self.used <= self.attempts
+
+    def backoff(self) -> float:
+        """Seconds to wait before the next restart: 2, 4, 8, … up to ``max_backoff``."""
+        return min(self.max_backoff, 2.0 ** self.used)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import random
 import time
-from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -17,51 +15,10 @@ from icetide.demo.events import create_topic
 from icetide.health.collector import collect
 from icetide.lake.offsets import read_watermark
 from icetide.maintenance.cycle import plan_all, run_cycle
-from tests.fixtures.cdc_stream import ChangeStream, generate
-from tests.fixtures.stack import kill_group, pipeline_dict, start, unique, wait_for
+from tests.fixtures.cdc_stream import assert_final_state, cdc_config, generate, send_changes
+from tests.fixtures.stack import kill_group, start, unique, wait_for
 
 KEYS, CHANGES = 50_000, 500_000
-
-
-def send_changes(bootstrap: str, topic: str, stream: ChangeStream, partitions: int = 4) -> None:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
-                  "queue.buffering.max.messages": 500000, "compression.type": "lz4"})
-    for i, (key, value) in enumerate(stream.messages):
-        while True:
-            try:  # keyed like Debezium: one key, one partition
-                p.produce(topic, value=value, key=str(key).encode(), partition=key % partitions)
-                break
-            except BufferError:
-                p.poll(0.1)
-        if i % 10000 == 0:
-            p.poll(0)
-    assert p.flush(120) == 0
-
-
-def cdc_config(kafka: Any, lake: Path, workdir: Path, topic: str, table: str, cdc: dict[str, Any],
-               **props: str) -> Path:
-    cfg = pipeline_dict(kafka, lake, workdir, topic, table)
-    cfg["target"] = {"table": table, "schema": "id BIGINT, name STRING, balance DOUBLE",
-                     "cdc": {"primary_key": ["id"], **cdc}, "properties": props}
-    cfg["source"]["max_offsets_per_trigger"] = 120_000
-    cfg["stream"]["batch_log_table"] = None
-    path = workdir / f"{table.replace('.', '_')}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def assert_final_state(spark: Any, table: str, stream: ChangeStream) -> None:
-    rows = spark.sql(f"SELECT id, name, balance FROM icetide.{table}").collect()
-    got = {r[0]: (r[1], r[2]) for r in rows}
-    assert len(rows) == len(got), "duplicate keys in the table"
-    missing = set(stream.final) - set(got)
-    extra = set(got) - set(stream.final)
-    wrong = [k for k in set(got) & set(stream.final) if got[k] != stream.final[k]]
-    assert not missing and not extra and not wrong, (
-        f"{len(missing)} missing (e.g. {sorted(missing)[:5]}), {len(extra)} resurrected or extra "
-        f"(e.g. {sorted(extra)[:5]}), {len(wrong)} stale (e.g. {[(k, got[k], stream.final[k]) for k in wrong[:3]]})")
 
 
 def test_debezium_changes_land_as_the_exact_final_state_on_merge_on_read(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -42,8 +42,9 @@ def test_two_runs_and_a_zombie_land_every_record_once(kafka, spark, lake, tmp_pa
     a, b = start(cfg_a, log_a), start(cfg_b, log_b)
     deadline = time.monotonic() + 300
     while not (_standing_by(log_a) or _standing_by(log_b)):
-        assert time.monotonic() < deadline, "no run was fenced:\n" + log_a.read_text()[-2000:] + log_b.read_text()[-2000:]
-        assert a.poll() is None and b.poll() is None, "a run exited:\n" + log_a.read_text()[-3000:] + log_b.read_text()[-3000:]
+        both = log_a.read_text()[-3000:] + log_b.read_text()[-3000:]
+        assert time.monotonic() < deadline, "no run was fenced:\n" + both
+        assert a.poll() is None and b.poll() is None, "a run exited:\n" + both
         time.sleep(0.5)
 
     # 2) the writer pauses (a zombie); the standby takes over while more records arrive

@@ -265,7 +265,7 @@ def test_expiry_by_maintenance_keeps_the_ingest_offsets(spark, kafka, lake, tmp_
     for batch in range(12):  # tagged commits of pipeline "pipe", never mirrored to the property
         ranges = BatchRanges({("t", 0): (batch * 10, batch * 10 + 10)})
         writer = spark.createDataFrame([(batch, None, "v")], "id BIGINT, ts TIMESTAMP, v STRING").writeTo(table)
-        for k, v in commit_properties("pipe", "run1", batch, ranges, {("t", 0): batch * 10 + 10}).items():
+        for k, v in commit_properties("pipe", "run1", batch, ranges).items():
             writer = writer.option(f"snapshot-property.{k}", v)
         writer.append()
     spark.sql(f"CALL icetide.system.rewrite_data_files(table => '{table}', options => map('min-input-files','1'))")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, resume_offsets
+from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, pack, resume_offsets, unpack
 
 
 def test_roundtrip_summary_and_property() -> None:
-    ranges = BatchRanges({("t", 0): (10, 20), ("t", 1): (5, 9)}, planned_at_ms=2000)
-    props = commit_properties("p1", "run1", 7, ranges, {("t", 0): 20, ("t", 1): 9, ("u", 0): 3})
+    ranges = BatchRanges({("t", 0): (10, 20), ("t", 1): (5, 9), ("u", 0): (3, 3)}, planned_at_ms=2000)
+    props = commit_properties("p1", "run1", 7, ranges)
     wm = Watermark.from_summary(props, committed_at_ms=42)
-    assert wm.offsets == {("t", 0): 20, ("t", 1): 9, ("u", 0): 3}
+    # a snapshot carries its own batch: the ends of its non-empty ranges
+    assert wm.offsets == {("t", 0): 20, ("t", 1): 9}
+    ranges = BatchRanges({("t", 0): (10, 20), ("t", 1): (5, 9)}, planned_at_ms=2000)
     assert wm.batch == 7 and wm.run == "run1"
     assert wm.batch_ranges is not None and wm.batch_ranges.ranges == ranges.ranges
     again = Watermark.from_property(wm.to_property())
@@ -36,3 +38,37 @@ def test_resume_from_newest_partial_batch() -> None:
     # p0 restarts at batch 8's start (B may miss it); p1 at the highest watermark (complete).
     assert resume_offsets([a, b]) == {("t", 0): 100, ("t", 1): 80}
     assert resume_offsets([]) == {}
+
+
+def test_empty_ranges_are_covered_and_never_stored() -> None:
+    wm = Watermark({("t", 0): 20})
+    assert wm.covers(BatchRanges({("t", 0): (20, 20), ("t", 9): (0, 0)}))
+    assert "t" in BatchRanges({("t", 0): (20, 21)}).stored()
+    assert BatchRanges({("t", 0): (5, 5)}).stored() == "{}"
+
+
+def test_a_watermark_folds_snapshots_and_legacy_cumulative_summaries() -> None:
+    older = commit_properties("p", "r", 1, BatchRanges({("t", 0): (0, 10), ("t", 1): (0, 4)}))
+    newer = commit_properties("p", "r", 2, BatchRanges({("t", 0): (10, 15)}))
+    legacy = {"icetide.pipeline": "p", "icetide.run": "r0", "icetide.batch": "0",
+              "icetide.watermark": '{"t":{"2":7}}', "icetide.batch-offsets": '{"t":{"2":[0,7]}}'}
+    wm = Watermark.from_summary(newer)
+    for summary in (older, legacy):
+        wm.fold(Watermark.from_summary(summary).offsets)
+    assert wm.offsets == {("t", 0): 15, ("t", 1): 4, ("t", 2): 7}
+    assert (wm.run, wm.batch) == ("r", 2)
+    wm.fold({("t", 0): 3})  # never moves back
+    assert wm.get(("t", 0)) == 15
+
+
+def test_many_partitions_are_packed_small_and_round_trip() -> None:
+    import random
+
+    rng = random.Random(5)
+    ranges = BatchRanges({("events", p): (s := rng.randrange(10**9, 10**10), s + rng.randrange(1, 5000))
+                          for p in range(1000)})
+    stored = ranges.stored()
+    plain = ranges.encode()
+    assert stored.startswith("z1:") and len(stored) < len(plain) * 0.6, (len(stored), len(plain))
+    assert BatchRanges.decode(stored).ranges == ranges.ranges
+    assert unpack(pack("short")) == "short" and pack("short") == "short"

@@ -24,6 +24,7 @@ from icetide.ingest.sink import BatchWriter
 from icetide.lake import checkpoint
 from icetide.lake.offsets import Watermark, resume_offsets
 from icetide.lake.tables import table_exists
+from icetide.loops import RestartBudget
 from icetide.maintenance.loop import MaintenanceLoop
 from icetide.spark import build_session
 
@@ -153,8 +154,8 @@ class Runner:
     def run(self, duration: float | None = None, until_idle: bool = False) -> RunSummary:
         """Run until SIGTERM/SIGINT, ``duration`` seconds, or (``until_idle``) no new data."""
         deadline = None if duration is None else time.monotonic() + duration
-        restarts = known = 0  # consecutive failures: reset once a batch commits after a restart
-        progress = self.writer.counters.batches
+        budget = RestartBudget(self.cfg.stream.restart_attempts)
+        known = 0
         if self.maintenance is not None:
             self.maintenance.start()
         while True:
@@ -170,9 +171,6 @@ class Runner:
                 raise
             except Exception as e:
                 self.writer.forget_watermarks()
-                if self.writer.counters.batches > progress:
-                    restarts = 0
-                progress = self.writer.counters.batches
                 if is_fenced(e):
                     self.fenced += 1
                     if self.cfg.stream.on_fenced == "exit":
@@ -189,13 +187,12 @@ class Runner:
                     self.restarts += 1
                     log.warning("restarting after Spark's Kafka metrics NPE (SPARK-55271)")
                     continue
-                restarts += 1
                 self.restarts += 1
-                if restarts > self.cfg.stream.restart_attempts or _terminal(e):
+                if not budget.failed(self.writer.counters.batches) or _terminal(e):
                     raise
-                wait = min(60.0, 2.0**restarts)
-                log.warning("query failed (%s); restart %d/%d in %.0fs", _first_line(e), restarts,
-                            self.cfg.stream.restart_attempts, wait)
+                wait = budget.backoff()
+                log.warning("query failed (%s); restart %d/%d in %.0fs", _first_line(e), budget.used,
+                            budget.attempts, wait)
                 if self._stop.wait(wait):
                     break
         return RunSummary(self.run_id, self.writer.counters, self._stopped_by)

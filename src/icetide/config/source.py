@@ -30,6 +30,14 @@ class KafkaSource(Strict):
     max_value_bytes: int = Field(
         default=8 * 1024 * 1024, gt=0, description="Larger values are dead-lettered as oversized"
     )
+    max_depth: int = Field(
+        default=32, ge=2, le=256,
+        description="Records nested deeper (objects and arrays) are dead-lettered as too_deep",
+    )
+    max_fields: int = Field(
+        default=2000, ge=1, le=100_000,
+        description="Records with more field names (at all depths) are dead-lettered as too_wide",
+    )
     options: dict[str, str] = Field(
         default_factory=dict,
         description="Extra Kafka consumer settings, e.g. security.protocol (kafka. prefix added)",

@@ -34,8 +34,9 @@ class StreamSettings(Strict):
         description="When the checkpoint is gone: resume from offsets recorded in the tables, or fail",
     )
     restart_attempts: int = Field(
-        default=3, ge=0,
-        description="Restarts after consecutive transient failures (the count resets once a batch commits)")
+        default=10, ge=0,
+        description="Restarts after consecutive transient failures, 2 s apart doubling up to 60 s (10: about 6 "
+        "minutes of a broker or catalog being down); the count resets once a batch commits")
     on_fenced: Literal["standby", "exit"] = Field(
         default="standby",
         description="When another process of the same pipeline commits to its tables (a second run, a zombie): "

@@ -53,13 +53,16 @@ class BatchResult:
     created: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     inferred: list[str] = field(default_factory=list)  # tables whose records' schema was inferred
+    #: Kafka tombstones (null values) on CDC tables: Debezium's marker after a delete, skipped.
+    tombstones_skipped: int = 0
 
     def as_event(self, pipeline: str) -> dict[str, object]:
         return {"event": "batch", "pipeline": pipeline, "batch": self.batch, "records": self.records,
                 "written": self.written, "dead_letters": self.dead_letters,
                 "dead_letter_classes": self.dead_letter_classes, "created": self.created,
                 "evolved": self.evolved, "inferred": self.inferred, "skipped_replayed": self.skipped,
-                "seconds": round(self.seconds, 3), "timings": self.timings}
+                "tombstones_skipped": self.tombstones_skipped, "seconds": round(self.seconds, 3),
+                "timings": self.timings}
 
 
 @dataclass
@@ -70,6 +73,7 @@ class PipelineCounters:
     records: int = 0
     written: int = 0
     dead_letters: int = 0
+    tombstones_skipped: int = 0
     last: BatchResult | None = None
     per_table: dict[str, int] = field(default_factory=dict)
 
@@ -78,6 +82,7 @@ class PipelineCounters:
         self.records += r.records
         self.written += sum(v for k, v in r.written.items())
         self.dead_letters += r.dead_letters
+        self.tombstones_skipped += r.tombstones_skipped
         for k, v in r.written.items():
             self.per_table[k] = self.per_table.get(k, 0) + v
         self.last = r

@@ -45,8 +45,10 @@ def with_kafka_columns(kafka_df: DataFrame) -> DataFrame:
 
 #: Every class a dead letter can have.
 ERROR_CLASSES = ("null_value", "empty_value", "oversized_value", "malformed_json", "not_a_json_object",
+                 "too_deep", "too_wide", "duplicate_key", "invalid_utf8", "non_finite_number",
                  "type_mismatch", "missing_route", "invalid_route", "table_limit", "table_policy",
-                 "invalid_field", "schema_limit", "unknown_operation", "missing_key", "missing_ordering")
+                 "invalid_field", "ambiguous_field", "reserved_field", "schema_limit",
+                 "unknown_operation", "missing_key", "missing_ordering")
 
 
 def parse(df: DataFrame, schema: StructType, max_value_bytes: int,

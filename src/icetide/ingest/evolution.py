@@ -44,6 +44,7 @@ from pyspark.sql.types import (
 )
 
 from icetide.config.base import COLUMN_RE
+from icetide.ingest.checks import RESERVED_PREFIXES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -169,14 +170,22 @@ def diff(table: StructType, inferred: StructType, max_columns: int) -> Evolution
 
 def _walk_struct(path: Path, have: StructType, seen: StructType, evo: Evolution, budget: list[int]) -> None:
     by_name = {f.name: f for f in have.fields}
+    taken = {f.name.lower() for f in have.fields}  # names already used, ignoring case
     for f in have.fields:
         if not f.nullable:
             evo.required.append(path.child(f.name))
-    for f in seen.fields:
+    # Lower-case spellings first: of two new names equal ignoring case, the lower-case one is added.
+    for f in sorted(seen.fields, key=lambda x: (x.name != x.name.lower(), x.name)):
         here = path.child(f.name)
         if f.name not in by_name:
             t = _clean(f.dataType)
             if t is None:
+                continue
+            if not path.parts and f.name.lower().startswith(RESERVED_PREFIXES):
+                evo.rejected.append((here, "reserved_field"))
+                continue
+            if f.name.lower() in taken:
+                evo.rejected.append((here, "ambiguous_field"))
                 continue
             if not COLUMN_RE.fullmatch(f.name) or _bad_name(t):
                 evo.rejected.append((here, "invalid_field"))
@@ -186,6 +195,7 @@ def _walk_struct(path: Path, have: StructType, seen: StructType, evo: Evolution,
                 evo.rejected.append((here, "schema_limit"))
                 continue
             budget[0] -= n
+            taken.add(f.name.lower())
             evo.added.append((here, t))
             continue
         _walk_type(here, by_name[f.name].dataType, f.dataType, evo, budget)
@@ -256,10 +266,21 @@ def rejected_condition(evo: Evolution) -> Column | None:
     return result
 
 
+_WHY = {
+    "invalid_field": "names must match [A-Za-z_][A-Za-z0-9_]{0,127}",
+    "ambiguous_field": "equal ignoring case to a column the table has (Spark and Iceberg resolve names "
+                       "ignoring case)",
+    "reserved_field": f"top-level names starting with {', '.join(RESERVED_PREFIXES)} are icetide's",
+}
+
+
 def rejected_message(evo: Evolution, max_columns: int) -> Column:
-    names = ", ".join(p.name[:64] for p, _ in evo.rejected[:5])
-    return F.lit(f"fields not added to the table: {names} (names must match [A-Za-z_][A-Za-z0-9_]*, "
-                 f"at most target.max_columns={max_columns} fields)")
+    parts = []
+    for cls in dict.fromkeys(c for _, c in evo.rejected):
+        names = ", ".join([p.name[:64] for p, c in evo.rejected if c == cls][:5])
+        why = _WHY.get(cls, f"at most target.max_columns={max_columns} fields")
+        parts.append(f"{names} ({why})")
+    return F.lit("fields not added to the table: " + "; ".join(parts))
 
 
 # -- apply --------------------------------------------------------------------------------------

@@ -103,7 +103,7 @@ class Ledger:
             return None
         new = Watermark(offsets=(wm or Watermark()).advanced(ranges), run=self.run_id, batch=batch_id,
                         batch_ranges=ranges, committed_at_ms=int(time.time() * 1000))
-        return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges, new.offsets),
+        return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges),
                        not_below(wm, ranges) if wm is not None else None, wm.fence() if wm is not None else (None, -1))
 
     # -- fencing ----------------------------------------------------------------------------

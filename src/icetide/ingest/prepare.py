@@ -121,11 +121,12 @@ class Preparer:
         if t.route is None:
             assert t.table is not None
             self.batch_shapes = {}
+            failed = F.count_if(F.col(routing.TABLE).isNull()).alias("failed")
+            r = rows.agg(failed, *(shape_aggs if fingerprinted else [])).first()
+            assert r is not None
             if fingerprinted:
-                r = rows.agg(*shape_aggs).first()
-                assert r is not None
                 self.batch_shapes[t.table] = _shape_set(r)
-            return routing.Admission(accepted=[t.table]), 0, False
+            return routing.Admission(accepted=[t.table]), int(r["failed"]), False
         known = self.known_tables()
         col = F.col(routing.TABLE)
         limit = t.route.max_tables + 2

@@ -21,6 +21,7 @@ from icetide.config.base import PLACEHOLDER_RE
 from icetide.config.target import RouteSettings, TargetTable
 from icetide.errors import IdentifierError
 from icetide.identifiers import SQL_RESERVED, validate_table
+from icetide.ingest import checks
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -29,6 +30,7 @@ TABLE = "_icetide_table"
 ROUTE_ERROR = "_icetide_route_error"
 ROUTE_MESSAGE = "_icetide_route_message"
 RAW_ROUTE = "_icetide_route_value"
+CHECK = "_icetide_check"
 
 #: Names icetide keeps for its CDC tombstone tables (never a routing destination).
 TOMBSTONE_SUFFIX = "_tombstones"
@@ -74,13 +76,21 @@ def _render(route: RouteSettings, value: Column) -> tuple[Column, Column]:
     return render(ns), render(table)
 
 
-def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_value_bytes: int) -> DataFrame:
-    """Add the target table per record, or a routing error class and message."""
+def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_value_bytes: int,
+               verdict: Column | None = None) -> DataFrame:
+    """Add the target table per record, or an error class and message (routing, or the record
+    checks' ``verdict``, see :mod:`icetide.ingest.checks`: such a record has no table)."""
+    if verdict is not None:
+        rows = rows.withColumn(CHECK, verdict)
+        failed_class, failed_message = checks.error_class(F.col(CHECK)), checks.error_message(F.col(CHECK))
+    else:
+        failed_class = failed_message = F.lit(None).cast("string")
     if target.route is None:
         assert target.table is not None
-        return (rows.withColumn(TABLE, F.lit(target.table))
-                .withColumn(ROUTE_ERROR, F.lit(None).cast("string"))
-                .withColumn(ROUTE_MESSAGE, F.lit(None).cast("string")))
+        return (rows.withColumn(ROUTE_ERROR, failed_class)
+                .withColumn(ROUTE_MESSAGE, failed_message)
+                .withColumn(TABLE, F.when(F.col(ROUTE_ERROR).isNull(), F.lit(target.table)))
+                .drop(CHECK))
     route = target.route
     # Extracted once into a column of its own: the checks below refer to it several times, and an
     # inline get_json_object would be evaluated (a JSON parse) once per reference.
@@ -107,10 +117,14 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
         missing = (F.when(F.get_json_object(text, "$").isNull(), F.lit("malformed_json"))
                    .when(~F.ltrim(text).startswith("{"), F.lit("not_a_json_object"))
                    .otherwise(missing))
+    # A null value (a Kafka tombstone) routed by topic or header still has a table: a CDC table
+    # skips it (Debezium's marker after a delete), any other table dead-letters it.
+    null_value = F.col("value").isNull() if route.by == "field" else F.lit(False)
     error = (
-        F.when(F.col("value").isNull(), F.lit("null_value"))
+        F.when(null_value, F.lit("null_value"))
         .when(F.length("value") == 0, F.lit("empty_value"))
         .when(F.length("value") > max_value_bytes, F.lit("oversized_value"))
+        .when(failed_class.isNotNull(), failed_class)
         .when(raw.isNull(), missing)
         .when(~value_ok | ~name_ok, F.lit("invalid_route"))
     )
@@ -121,11 +135,12 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
                            .when(~F.ltrim(text).startswith("{"), F.lit("value is JSON but not an object"))
                            .otherwise(missing_message))
     message = (
-        F.when(F.col("value").isNull(), F.lit("the record has no value (a tombstone)"))
+        F.when(null_value, F.lit("the record has no value (a tombstone)"))
         .when(F.length("value") == 0, F.lit("the record value is empty"))
         .when(F.length("value") > max_value_bytes,
               F.concat(F.lit("value of "), F.length("value").cast("string"),
                        F.lit(f" bytes exceeds source.max_value_bytes={max_value_bytes}")))
+        .when(failed_class.isNotNull(), failed_message)
         .when(raw.isNull(), missing_message)
         .when(~value_ok, F.concat(F.lit("routing value '"), shown,
                                   F.lit("' is not allowed: use 1-64 characters of A-Z a-z 0-9 _")))
@@ -135,7 +150,7 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
     )
     return (rows.withColumn(ROUTE_ERROR, error)
             .withColumn(ROUTE_MESSAGE, F.when(F.col(ROUTE_ERROR).isNotNull(), message))
-            .withColumn(TABLE, F.when(F.col(ROUTE_ERROR).isNull(), table)).drop(RAW_ROUTE))
+            .withColumn(TABLE, F.when(F.col(ROUTE_ERROR).isNull(), table)).drop(RAW_ROUTE, CHECK))
 
 
 @dataclass

@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 from icetide import faults
 from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
-from icetide.ingest import decode, evolution, multi_write, one_pass, routing, shapes
+from icetide.ingest import checks, decode, evolution, multi_write, one_pass, routing, shapes
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
 from icetide.ingest.ledger import Ledger, scan_ranges
 from icetide.ingest.prepare import Preparer
@@ -114,7 +114,7 @@ class BatchWriter:
     def _process(self, df: DataFrame, batch_id: int, started: float) -> BatchResult | None:
         cfg = self.cfg
         rows = routing.with_route(decode.with_kafka_columns(df), cfg.target, self.preparer.reserved,
-                                  cfg.source.max_value_bytes)
+                                  cfg.source.max_value_bytes, checks.verdict(self.spark, F.col("value"), cfg.source))
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
@@ -188,11 +188,11 @@ class BatchWriter:
         lap("dead_letters")
         for frame in state.release:
             frame.unpersist()
-        records = sum(state.written.values()) + dead
+        records = sum(state.written.values()) + dead + state.tombstones
         return BatchResult(ctx.batch_id, records, state.written, dead, state.skipped, time.monotonic() - started,
                            max(state.ts_max) if state.ts_max else None, classes,
                            {p.table: p.evolved for p in prepared.plans if p.evolved}, prepared.created,
-                           lap.timings, self.preparer.inferred)
+                           lap.timings, self.preparer.inferred, state.tombstones)
 
     def _route_flags(self, admitted: list[str], rejected: dict[str, tuple[str, str]]) -> tuple[Column, Column]:
         """Dead-letter class and message of records whose table was not admitted or could not be made."""

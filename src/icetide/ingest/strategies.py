@@ -61,6 +61,7 @@ class BatchState:
     skipped: list[str] = field(default_factory=list)  # tables that already held the batch
     ts_max: list[int] = field(default_factory=list)  # newest Kafka timestamp per commit
     bad: list[DataFrame] = field(default_factory=list)  # dead-letter rows
+    tombstones: int = 0  # Kafka tombstones skipped on CDC tables
     release: list[DataFrame] = field(default_factory=list)  # frames to unpersist after the batch
 
 
@@ -249,9 +250,14 @@ class PerTable(Strategy):
         parsed = self.parse(rows, plan, state)
         policy = cfg.target.policy_for(plan.table)
         good = decode.is_good()
+        # On a CDC table a record without a value is a Kafka tombstone (Debezium sends one after each
+        # delete, for log compaction): skipped and counted, not a dead letter.
+        tomb = F.col(decode.ERROR_CLASS) == F.lit("null_value") if policy.cdc is not None else F.lit(False)
+        bad = ~good & ~tomb
+        aggs = [F.count_if(bad).alias("bad"), F.count_if(tomb).alias("tombstones"),
+                F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max")]
         stats = Observation(f"icetide_{ctx.batch_id}_{uuid.uuid4().hex[:8]}")
-        observed = parsed.observe(stats, F.count_if(good).alias("good"), F.count_if(~good).alias("bad"),
-                                  F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max"))
+        observed = parsed.observe(stats, F.count_if(good).alias("good"), *aggs)
         meta = cfg.target.kafka_metadata_columns
         if policy.cdc is None:
             n = self.ledger.commit(self.q(plan.table), observed.where(good),
@@ -259,42 +265,52 @@ class PerTable(Strategy):
                                    ctx.since_ms, stats)
         else:
             settings = policy.cdc
+            # the newest change per key is decided by Kafka position too, with or without the columns
+            position = [] if meta else ["_kafka_offset", "_kafka_partition"]
             n = self.ledger.commit(self.q(plan.table), observed.where(good),
-                                   lambda d: decode.good_rows(d, plan.schema, meta, [cdc.OP, cdc.ORDERING]),
+                                   lambda d: decode.good_rows(d, plan.schema, meta, [cdc.OP, cdc.ORDERING, *position]),
                                    ctx.batch_id, ctx.ranges, ctx.since_ms, stats,
-                                   apply=lambda changes, tags: self._merge(plan.table, changes, tags, settings, ctx))
+                                   apply=lambda changes, tags: self._merge(plan.table, changes, tags, settings, ctx,
+                                                                           position))
+        if policy.cdc is not None and policy.cdc.tombstones:
+            # Committed on their own, after the MERGE and even when a replay finds the MERGE already
+            # in the table: the tombstone table's own watermark decides what it still needs.
+            faults.point("between_merge_and_tombstones", plan.table)
+            changes = decode.good_rows(parsed.where(good), plan.schema, False,
+                                       [cdc.OP, cdc.ORDERING, "_kafka_offset", "_kafka_partition"])
+            deletes = (cdc.latest_per_key(changes, policy.cdc).where(F.col(cdc.OP) == "delete")
+                       .select(*policy.cdc.primary_key, cdc.ORDERING))
+            self.ledger.commit(self.q(f"{plan.table}_tombstones"), deletes, lambda d: d, ctx.batch_id, ctx.ranges,
+                               ctx.since_ms)
         if n is None:
             state.skipped.append(plan.table)
-            c = parsed.agg(F.count_if(~good).alias("bad"), F.max(F.unix_millis("_kafka_timestamp")).alias("ts_max")
-                           ).first()
-            totals = c.asDict() if c is not None else {"bad": 0, "ts_max": None}
+            c = parsed.agg(*aggs).first()
+            totals = c.asDict() if c is not None else {"bad": 0, "tombstones": 0, "ts_max": None}
         else:
             state.written[plan.table] = n
             totals = stats.get
         if totals.get("ts_max") is not None:
             state.ts_max.append(int(totals["ts_max"]))  # type: ignore[arg-type]
+        state.tombstones += int(totals.get("tombstones") or 0)  # type: ignore[call-overload]
         if totals["bad"]:
-            state.bad.append(decode.dead_letter_rows(parsed.where(~good), cfg.name, F.lit(plan.table)))
+            state.bad.append(decode.dead_letter_rows(parsed.where(bad), cfg.name, F.lit(plan.table)))
 
-    def _merge(self, table: str, changes: DataFrame, tags: dict[str, str], c: CdcSettings, ctx: BatchContext) -> None:
-        """One MERGE of the batch's newest change per key, tagged; then the deletes' tombstones."""
+    def _merge(self, table: str, changes: DataFrame, tags: dict[str, str], c: CdcSettings, ctx: BatchContext,
+               position: list[str]) -> None:
+        """One MERGE of the batch's newest change per key not buried by a recorded delete, tagged."""
         tomb = f"{table}_tombstones"
         # Read tombstones through the batch's own session, freshly: its catalog cache is the one
         # the tombstone MERGEs update (another session's cache may hold an older version).
         session = changes.sparkSession
         changes = changes.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
-            latest = cdc.latest_per_key(changes, c)
+            latest = cdc.latest_per_key(changes, c).drop(*position)  # position: not columns of the table
             if c.tombstones and table_exists(session, self.q(tomb)):
                 session.catalog.refreshTable(self.q(tomb))
                 latest = cdc.not_buried(latest, session.table(self.q(tomb)), c)
             latest = latest.persist(StorageLevel.MEMORY_AND_DISK_DESER)
             try:
                 cdc.merge_retrying_conflicts(self.spark, tags, latest, self.q(table), c)
-                faults.point("between_merge_and_tombstones", table)
-                if c.tombstones:  # appended (cheap); readers take the newest delete per key
-                    deletes = latest.where(F.col(cdc.OP) == "delete").select(*c.primary_key, cdc.ORDERING)
-                    self.ledger.commit(self.q(tomb), deletes, lambda d: d, ctx.batch_id, ctx.ranges, ctx.since_ms)
             finally:
                 latest.unpersist()
         finally:

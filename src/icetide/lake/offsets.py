@@ -4,19 +4,27 @@ Every icetide commit carries in its snapshot summary (atomically with the data):
 
 - ``icetide.pipeline``      the pipeline name
 - ``icetide.run`` / ``icetide.batch``  the streaming run and micro-batch id
-- ``icetide.batch-offsets`` ``{"topic": {"partition": [start, end)}}`` the whole batch covered
-- ``icetide.watermark``     ``{"topic": {"partition": end}}``: the table holds every record of this
-  pipeline routed to it with an offset below ``end`` (cumulative, monotone)
+- ``icetide.batch-offsets`` the batch's non-empty ranges ``{"topic": {"partition": [start, end)}}``,
+  deflated (``z1:`` + base64) when long
 
-After each commit the watermark is mirrored into the table property ``icetide.watermark.<pipeline>``
-so it survives snapshot expiry (compaction adds snapshots without these keys, and expiry may remove
-the ones that had them). Before writing, rows below the table's watermark are dropped, so a replayed
-batch (crash, restart, lost checkpoint) never lands twice, whichever tables it had reached.
+A table's *watermark* (per topic-partition, the next offset it still needs: it holds every record
+of this pipeline routed to it below that) is the largest ``end`` over its tagged snapshots, folded
+with the table property ``icetide.watermark.<pipeline>``. The property is a mirror written after
+commits at most every ``stream.watermark_mirror_interval`` (and by maintenance before it expires
+snapshots); it records when it was taken, so only snapshots committed since are folded in. Each
+snapshot therefore carries only its own batch, not the cumulative map of every partition ever seen:
+metadata grows with the partitions a batch touched, not with partitions × snapshots. (Snapshots of
+older icetide versions also carry ``icetide.watermark``, the cumulative map; it is folded in too.)
+
+Before writing, rows below the table's watermark are dropped, so a replayed batch (crash, restart,
+lost checkpoint) never lands twice, whichever tables it had reached.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +41,8 @@ K_BATCH_OFFSETS = "icetide.batch-offsets"
 K_WATERMARK = "icetide.watermark"
 K_PLANNED_AT = "icetide.batch-planned-at-ms"
 PROPERTY_PREFIX = "icetide.watermark."
+#: Snapshots committed up to this long before the mirror are folded in too (clock skew).
+MIRROR_SLACK_MS = 3600 * 1000
 
 TopicPartition = tuple[str, int]
 
@@ -44,10 +54,29 @@ def _encode(d: dict[TopicPartition, Any]) -> str:
     return json.dumps(out, separators=(",", ":"), sort_keys=True)
 
 
+#: Summary values longer than this are deflated (many partitions per batch).
+PACK_OVER = 1024
+_PACKED = "z1:"
+
+
+def pack(text: str) -> str:
+    """``text``, deflated and base64url-encoded (no padding) behind ``z1:`` when longer than PACK_OVER."""
+    if len(text) <= PACK_OVER:
+        return text
+    return _PACKED + base64.urlsafe_b64encode(zlib.compress(text.encode(), 9)).decode().rstrip("=")
+
+
+def unpack(text: str) -> str:
+    if not text.startswith(_PACKED):
+        return text
+    body = text[len(_PACKED):]
+    return zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))).decode()
+
+
 def _decode(text: str | None) -> dict[TopicPartition, Any]:
     if not text:
         return {}
-    raw = json.loads(text)
+    raw = json.loads(unpack(text))
     return {(t, int(p)): (tuple(v) if isinstance(v, list) else v) for t, ps in raw.items() for p, v in ps.items()}
 
 
@@ -60,6 +89,10 @@ class BatchRanges:
 
     def encode(self) -> str:
         return _encode(self.ranges)
+
+    def stored(self) -> str:
+        """What a snapshot carries: the non-empty ranges, packed (see :func:`pack`)."""
+        return pack(_encode({tp: r for tp, r in self.ranges.items() if r[1] > r[0]}))
 
     @classmethod
     def decode(cls, text: str | None) -> BatchRanges:
@@ -88,8 +121,14 @@ class Watermark:
         return self.offsets.get(tp, -1)
 
     def covers(self, ranges: BatchRanges) -> bool:
-        """True if every record of the batch is already below the watermark."""
-        return all(self.get(tp) >= end for tp, (_, end) in ranges.ranges.items())
+        """True if every record of the batch is already below the watermark (empty ranges hold none)."""
+        return all(self.get(tp) >= end for tp, (start, end) in ranges.ranges.items() if end > start)
+
+    def fold(self, offsets: dict[TopicPartition, int]) -> None:
+        """Raise the watermark to ``offsets`` where they are higher (it never moves back)."""
+        for tp, end in offsets.items():
+            if end > self.offsets.get(tp, -1):
+                self.offsets[tp] = end
 
     def advanced(self, ranges: BatchRanges) -> dict[TopicPartition, int]:
         merged = dict(self.offsets)
@@ -102,13 +141,18 @@ class Watermark:
 
     @classmethod
     def from_summary(cls, summary: dict[str, str], committed_at_ms: int = 0) -> Watermark:
-        return cls(
+        """The snapshot's own contribution: its batch's ends (and, from older versions, the
+        cumulative map); :func:`read_watermark` folds every snapshot since the mirror."""
+        ranges = BatchRanges.decode(summary.get(K_BATCH_OFFSETS))
+        wm = cls(
             offsets={k: int(v) for k, v in _decode(summary.get(K_WATERMARK)).items()},
             run=summary.get(K_RUN, ""),
             batch=int(summary.get(K_BATCH, -1)),
-            batch_ranges=BatchRanges.decode(summary.get(K_BATCH_OFFSETS)),
+            batch_ranges=ranges,
             committed_at_ms=committed_at_ms,
         )
+        wm.fold({tp: end for tp, (_, end) in ranges.ranges.items()})
+        return wm
 
     def to_property(self) -> str:
         return json.dumps(
@@ -141,15 +185,13 @@ class Watermark:
         return wm
 
 
-def commit_properties(pipeline: str, run: str, batch: int, ranges: BatchRanges,
-                      watermark: dict[TopicPartition, int]) -> dict[str, str]:
+def commit_properties(pipeline: str, run: str, batch: int, ranges: BatchRanges) -> dict[str, str]:
     """Snapshot-summary entries for one commit."""
     props = {
         K_PIPELINE: pipeline,
         K_RUN: run,
         K_BATCH: str(batch),
-        K_BATCH_OFFSETS: ranges.encode(),
-        K_WATERMARK: _encode(watermark),
+        K_BATCH_OFFSETS: ranges.stored(),
     }
     if ranges.planned_at_ms is not None:
         props[K_PLANNED_AT] = str(ranges.planned_at_ms)
@@ -159,20 +201,29 @@ def commit_properties(pipeline: str, run: str, batch: int, ranges: BatchRanges,
 def read_watermark(spark: SparkSession, table: str, pipeline: str) -> Watermark | None:
     """The newest watermark of ``pipeline`` on ``table`` (fully qualified, validated identifier).
 
-    The newest summary among the current snapshot's ancestors wins (it is atomic with the data);
-    the table property is the fallback once those snapshots have expired.
+    The property (the mirror) folded with every tagged snapshot among the current snapshot's
+    ancestors committed since the mirror was taken (an hour of slack for clocks: folding more is
+    harmless, the fold is a maximum). Run, batch and batch ranges are the newest snapshot's (what a
+    fenced commit expects); with none left, the property's.
     """
     validate_pipeline(pipeline)
+    prop = table_property(spark, table, PROPERTY_PREFIX + pipeline)
+    base = Watermark.from_property(prop) if prop else None
+    since = f"AND unix_millis(s.committed_at) >= {int(base.committed_at_ms) - MIRROR_SLACK_MS} " if base else ""
     rows = spark.sql(
         f"SELECT s.summary, CAST(unix_millis(s.committed_at) AS BIGINT) AS ts "
         f"FROM {table}.snapshots s JOIN {table}.history h ON s.snapshot_id = h.snapshot_id "
-        f"WHERE h.is_current_ancestor AND s.summary['{K_PIPELINE}'] = '{pipeline}' "
-        f"ORDER BY h.made_current_at DESC, s.committed_at DESC LIMIT 1"
+        f"WHERE h.is_current_ancestor AND s.summary['{K_PIPELINE}'] = '{pipeline}' {since}"
+        f"ORDER BY h.made_current_at DESC, s.committed_at DESC"
     ).collect()
-    if rows:
-        return Watermark.from_summary(dict(rows[0]["summary"]), int(rows[0]["ts"]))
-    prop = table_property(spark, table, PROPERTY_PREFIX + pipeline)
-    return Watermark.from_property(prop) if prop else None
+    if not rows:
+        return base
+    newest = Watermark.from_summary(dict(rows[0]["summary"]), int(rows[0]["ts"]))
+    for r in rows[1:]:
+        newest.fold(Watermark.from_summary(dict(r["summary"])).offsets)
+    if base is not None:
+        newest.fold(base.offsets)
+    return newest
 
 
 def table_property(spark: SparkSession, table: str, key: str) -> str | None:

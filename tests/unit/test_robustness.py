@@ -1,0 +1,91 @@
+"""Pure rules behind "nothing from outside can stop the pipeline": the restart budget, the
+fault-injection switch, and evolution's naming rules (case, reserved prefixes)."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from icetide import faults
+from icetide.ingest.evolution import diff
+from icetide.lake.offsets import Watermark
+from icetide.loops import RestartBudget
+
+
+def test_restart_budget_counts_consecutive_failures_not_a_lifetime() -> None:
+    b = RestartBudget(3)
+    # ten failures over a long life, each after progress: never used up
+    assert all(b.failed(progress) for progress in range(1, 11))
+    assert b.used == 1
+    # four in a row without a batch committed in between: the fourth is refused
+    assert [b.failed(10) for _ in range(3)] == [True, True, False]
+    assert b.used == 4
+    assert b.failed(11) and b.used == 1  # a batch committed: the streak starts over
+
+
+def test_restart_backoff_doubles_and_is_capped() -> None:
+    b = RestartBudget(10, max_backoff=20.0)
+    waits = []
+    for _ in range(6):
+        b.failed(0)
+        waits.append(b.backoff())
+    assert waits == [2.0, 4.0, 8.0, 16.0, 20.0, 20.0]
+
+
+def test_fault_spec_parses_point_count_and_text() -> None:
+    f = faults.parse("before_table_commit@2:ns.k1")
+    assert f is not None and (f.point, f.nth, f.text) == ("before_table_commit", 2, "ns.k1")
+    assert faults.parse("after_batch_before_checkpoint") == faults.Fault("after_batch_before_checkpoint")
+    assert faults.parse("") is None and faults.parse(None) is None
+
+
+@pytest.mark.parametrize("spec", ["no_such_point", "after_table_commit@x", "after_table_commit@-1",
+                                  "after_table_commit@0"])
+def test_fault_spec_errors_name_the_variable(spec: str) -> None:
+    with pytest.raises(ValueError, match="ICETIDE_FAULT"):
+        faults.parse(spec)
+
+
+def test_an_unset_fault_switch_never_fires() -> None:
+    faults.point("before_table_commit", "anything")  # returns: the test process is still here
+
+
+def _schema(*names: str) -> StructType:
+    return StructType([StructField(n, LongType(), True) for n in names])
+
+
+def test_evolution_never_adds_a_name_equal_ignoring_case_to_a_column() -> None:
+    evo = diff(_schema("id", "amount"), _schema("ID", "Amount", "fresh"), 100)
+    assert [p.name for p, _ in evo.added] == ["fresh"]
+    assert sorted((p.name, c) for p, c in evo.rejected) == [("Amount", "ambiguous_field"), ("ID", "ambiguous_field")]
+
+
+def test_of_two_new_names_equal_ignoring_case_the_lower_case_one_is_added() -> None:
+    evo = diff(StructType([]), _schema("Color", "COLOR", "color"), 100)
+    assert [p.name for p, _ in evo.added] == ["color"]
+    assert sorted(p.name for p, _ in evo.rejected) == ["COLOR", "Color"]
+
+
+def test_evolution_never_adds_icetide_reserved_top_level_names_but_allows_them_nested() -> None:
+    nested = StructType([StructField("_kafka_topic", StringType(), True)])
+    seen = StructType([StructField("_kafka_topic", LongType(), True), StructField("_ICETIDE_x", LongType(), True),
+                       StructField("_cdc_op", StringType(), True), StructField("payload", nested, True)])
+    evo = diff(StructType([]), seen, 100)
+    assert [p.name for p, _ in evo.added] == ["payload"]
+    assert {c for _, c in evo.rejected} == {"reserved_field"} and len(evo.rejected) == 3
+
+
+def test_evolution_case_rule_applies_inside_structs() -> None:
+    have = StructType([StructField("s", StructType([StructField("a", LongType(), True)]), True)])
+    seen = StructType([StructField("s", StructType([StructField("A", LongType(), True),
+                                                    StructField("b", LongType(), True)]), True)])
+    evo = diff(have, seen, 100)
+    assert [p.name for p, _ in evo.added] == ["s.b"]
+    assert [(p.name, c) for p, c in evo.rejected] == [("s.A", "ambiguous_field")]
+
+
+def test_a_fence_expects_the_snapshot_it_read_and_nothing_for_a_mirrored_watermark() -> None:
+    tagged = Watermark(offsets={("t", 0): 5}, run="r1", batch=7)
+    assert tagged.fence() == ("r1", 7)
+    mirrored = Watermark.from_property(tagged.to_property())
+    assert mirrored.source == "property" and mirrored.fence() == (None, -1)
