@@ -45,8 +45,9 @@ def test_unexpected_values_never_reach_sql(bad: str) -> None:
 def test_step_names_and_defaults() -> None:
     assert [s.value for s in StepName] == ["expire_snapshots", "remove_orphan_files", "rewrite_hot_files",
                                            "rewrite_data_files", "rewrite_position_delete_files",
-                                           "rewrite_manifests"]
+                                           "rewrite_manifests", "expire_rows"]
     assert StepName.REMOVE_ORPHAN_FILES not in DEFAULT_STEPS  # opt-in
+    assert StepName.EXPIRE_ROWS not in DEFAULT_STEPS  # icetide's own tables only, never planned
     assert StepName.REWRITE_HOT_FILES.procedure == "rewrite_data_files"
     assert StepName.REWRITE_MANIFESTS.procedure == "rewrite_manifests"
 

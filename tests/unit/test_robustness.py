@@ -89,3 +89,23 @@ def test_a_fence_expects_the_snapshot_it_read_and_nothing_for_a_mirrored_waterma
     assert tagged.fence() == ("r1", 7)
     mirrored = Watermark.from_property(tagged.to_property())
     assert mirrored.source == "property" and mirrored.fence() == (None, -1)
+
+
+def test_retention_cuts_whole_days_and_covers_only_icetide_logs() -> None:
+    from datetime import datetime
+
+    from icetide.config.models import PipelineConfig
+    from icetide.maintenance.retention import cutoff, targets
+
+    now = int(datetime(2026, 11, 26, 15, 30).timestamp() * 1000)
+    assert cutoff(now, 30 * 86400) == datetime(2026, 10, 27)
+    cfg = PipelineConfig.model_validate({
+        "name": "p", "source": {"bootstrap_servers": "k:9092", "topics": ["t"]},
+        "catalog": {"type": "jdbc", "uri": "jdbc:sqlite:/tmp/x.db", "warehouse": "/tmp/w"},
+        "target": {"table": "ns.events"}})
+    tables = {t for t, _, _ in targets(cfg)}
+    assert cfg.dead_letter.table not in tables  # dead letters are kept unless asked
+    assert {cfg.stream.batch_log_table, cfg.health.history_table, cfg.maintenance.log_table} <= tables
+    assert "ns.events" not in tables
+    cfg2 = cfg.model_copy(update={"dead_letter": cfg.dead_letter.model_copy(update={"retention": "7 days"})})
+    assert (cfg.dead_letter.table, "_kafka_timestamp", 7 * 86400.0) in targets(cfg2)

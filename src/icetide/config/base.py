@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from icetide.errors import IdentifierError
 from icetide.identifiers import validate_table
 
-INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?)\s*$")
+INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?|d|days?)\s*$")
 TRANSFORM_RE = re.compile(
     r"^(?:(?P<fn>years|months|days|hours)\((?P<col1>[A-Za-z_][A-Za-z0-9_]*)\)"
     r"|(?P<pfn>bucket|truncate)\((?P<n>\d+),\s*(?P<col2>[A-Za-z_][A-Za-z0-9_]*)\)"
@@ -88,11 +88,11 @@ class Strict(BaseModel):
 
 _UNIT_SECONDS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0,
                  "second": 1.0, "seconds": 1.0, "m": 60.0, "minute": 60.0, "minutes": 60.0,
-                 "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
+                 "h": 3600.0, "hour": 3600.0, "hours": 3600.0, "d": 86400.0, "day": 86400.0, "days": 86400.0}
 
 
 def interval_seconds(text: str) -> float:
-    """Parse '10 seconds', '500 ms' or '2 minutes' into seconds."""
+    """Parse '10 seconds', '500 ms', '2 minutes' or '30 days' into seconds."""
     m = INTERVAL_RE.match(text)
     if not m:
         raise ValueError(f"{text!r} is not an interval; write e.g. '10 seconds', '500 ms', '2 minutes'")

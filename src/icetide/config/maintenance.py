@@ -24,6 +24,12 @@ class MaintenanceSettings(Strict):
         "engines append to; tables queried more are maintained first",
     )
     telemetry_window: Interval = Field(default="24 hours", description="Queries counted over this window")
+    own_table_retention: Interval | None = Field(
+        default="30 days",
+        description="Each cycle deletes rows older than this (whole days) from icetide's own logs: the batch "
+        "log, health history, this action log and query telemetry (null: keep forever). Dead letters have "
+        "their own setting (dead_letter.retention)",
+    )
     in_run: bool = Field(default=False, description="Run maintenance inside `icetide run`, beside ingestion")
     interval: Interval = Field(default="10 minutes", description="At most this long between cycles (polling)")
     min_interval: Interval = Field(default="60 seconds", description="At least this long between cycles")

@@ -19,6 +19,9 @@ class StepName(StrEnum):
     REWRITE_DATA_FILES = "rewrite_data_files"
     REWRITE_POSITION_DELETE_FILES = "rewrite_position_delete_files"
     REWRITE_MANIFESTS = "rewrite_manifests"
+    #: Retention of icetide's own append-only tables (a row-level DELETE of whole old day
+    #: partitions, see icetide.maintenance.retention); never planned for user tables.
+    EXPIRE_ROWS = "expire_rows"
 
     @property
     def procedure(self) -> str:
@@ -31,7 +34,8 @@ class StepName(StrEnum):
 
 
 STEPS: tuple[StepName, ...] = tuple(StepName)
-DEFAULT_STEPS: tuple[StepName, ...] = tuple(s for s in StepName if s is not StepName.REMOVE_ORPHAN_FILES)
+DEFAULT_STEPS: tuple[StepName, ...] = tuple(s for s in StepName
+                                            if s not in (StepName.REMOVE_ORPHAN_FILES, StepName.EXPIRE_ROWS))
 ORPHAN_FLOOR_SECONDS = 3600  # must exceed the longest commit interval of any writer of the table
 
 

@@ -13,6 +13,11 @@ class DeadLetter(Strict):
     """Where records that cannot be written go, with the reason."""
 
     table: TableId = Field(default="icetide.dead_letters", description="namespace.table")
+    retention: Interval | None = Field(
+        default=None,
+        description="Maintenance deletes dead letters whose Kafka timestamp is older than this (whole days); "
+        "null (default): keep them until you delete them, replayed or not",
+    )
     replay_log_table: TableId | None = Field(
         default=None, description="namespace.table recording replayed dead letters (default: <table>_replayed)"
     )

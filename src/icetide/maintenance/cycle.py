@@ -15,7 +15,7 @@ from icetide.config.policy import MaintenancePolicy
 from icetide.health.watch import collect_all, namespaces
 from icetide.identifiers import TableRef
 from icetide.lake.tables import list_tables, table_exists
-from icetide.maintenance import layout, partitions, telemetry
+from icetide.maintenance import layout, partitions, retention, telemetry
 from icetide.maintenance.executor import ActionRecord, Budget, Executor, last_maintained
 from icetide.maintenance.planner import TablePlan, order, plan_table
 
@@ -94,6 +94,9 @@ def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None
     budget = Budget(m.rewrites_per_cycle, m.rewrite_bytes_per_cycle)
     executed: list[TablePlan] = []
     records: list[ActionRecord] = []
+    if not dry_run:
+        records += retention.expire_rows(spark, cfg)
+        executor.record(records)
     for ordered in plan_all(spark, cfg, tables):
         short = TableRef.parse(ordered.table, cfg.catalog.name).short
         fresh = plan_all(spark, cfg, [short])

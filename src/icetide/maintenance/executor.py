@@ -221,6 +221,11 @@ class Executor:
         rec.seconds = round(time.monotonic() - started, 3)
         return rec
 
+    def record(self, records: list[ActionRecord]) -> None:
+        """Write actions taken outside a plan (retention) to the action log."""
+        self._record([(Step(r.table, r.step, "retention of icetide's own table", {}, "rows past retention deleted"), r)
+                      for r in records])
+
     def _record(self, done: list[tuple[Step, ActionRecord]]) -> None:
         if not done:
             return

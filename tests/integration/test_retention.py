@@ -1,0 +1,59 @@
+"""icetide's own tables have retention: a maintenance cycle drops whole old days from the batch log
+(metadata only), keeps recent days and dead letters, and records what it did."""
+
+from __future__ import annotations
+
+import yaml
+
+from icetide.config import load_config
+from icetide.maintenance.cycle import run_cycle
+from tests.fixtures.stack import pipeline_dict, unique
+
+
+def test_a_cycle_deletes_old_days_of_icetide_logs_and_keeps_dead_letters(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from icetide.ingest.batch_log import BATCH_LOG_SCHEMA
+    from icetide.ingest.decode import DEAD_LETTER_SCHEMA
+    from icetide.lake.tables import ensure_table
+
+    ns = unique("rt")
+    path = tmp_path / "r.yaml"
+    raw = pipeline_dict(kafka, lake, tmp_path, "unused", f"{ns}.unused",
+                        health={"namespaces": [ns], "history_table": f"{ns}.health"},
+                        maintenance={"log_table": f"{ns}.maintenance", "own_table_retention": "30 days",
+                                     "policy": {"steps": ["expire_snapshots"]}})
+    raw["stream"]["batch_log_table"] = f"{ns}.batches"
+    raw["dead_letter"] = {"table": f"{ns}.dlq"}
+    path.write_text(yaml.safe_dump(raw))
+    cfg = load_config(path)
+    batches = ensure_table(spark, "icetide", f"{ns}.batches", BATCH_LOG_SCHEMA, ["days(logged_at)"], {})
+    dlq = ensure_table(spark, "icetide", f"{ns}.dlq", DEAD_LETTER_SCHEMA, ["days(_kafka_timestamp)"], {})
+    names = [f.name for f in BATCH_LOG_SCHEMA.fields]
+    for days_ago in (90, 45, 31, 29, 1, 0):
+        cols = ", ".join(f"current_timestamp() - make_interval(0, 0, 0, {days_ago})" if n == "logged_at"
+                         else f"CAST(NULL AS {f.dataType.simpleString()})"
+                         for n, f in zip(names, BATCH_LOG_SCHEMA.fields, strict=True))
+        spark.sql(f"INSERT INTO {batches} SELECT {cols}")
+        spark.sql(f"INSERT INTO {dlq} (_kafka_topic, _kafka_timestamp, error_class) "
+                  f"VALUES ('t', current_timestamp() - make_interval(0, 0, 0, {days_ago}), 'x')")
+    files_before = spark.sql(f"SELECT count(*) FROM {batches}.files").first()[0]
+
+    _, records = run_cycle(spark, cfg, [f"{ns}.batches"])
+    expired = [r for r in records if r.step == "expire_rows"]
+    assert [(r.table, r.outcome) for r in expired] == [(batches, "ok")], records
+    assert expired[0].result[0]["deleted_rows"] == 3
+    ages = sorted(r[0] for r in spark.sql(
+        f"SELECT datediff(current_date(), to_date(logged_at)) FROM {batches}").collect())
+    assert ages == [0, 1, 29]
+    # whole partitions dropped: the delete wrote no data file, and no file is left for old days
+    op = spark.sql(f"SELECT operation, summary FROM {batches}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
+    assert op["operation"] == "delete" and "added-data-files" not in op["summary"], op
+    assert spark.sql(f"SELECT count(*) FROM {batches}.files").first()[0] == files_before - 3
+    assert spark.sql(f"SELECT count(*) FROM {dlq}").first()[0] == 6  # dead letters are kept unless asked
+    logged = spark.sql(f"SELECT step, outcome FROM icetide.{ns}.maintenance WHERE step = 'expire_rows'").collect()
+    assert [(r[0], r[1]) for r in logged] == [("expire_rows", "ok")]
+
+    # nothing old left: the next cycle deletes nothing and makes no snapshot
+    snaps = spark.sql(f"SELECT count(*) FROM {batches}.snapshots").first()[0]
+    _, records = run_cycle(spark, cfg, [f"{ns}.batches"])
+    assert not [r for r in records if r.step == "expire_rows"]
+    assert spark.sql(f"SELECT count(*) FROM {batches}.snapshots").first()[0] == snaps
