@@ -9,14 +9,13 @@ import time
 
 import yaml
 
-from icetide.app.runner import Runner
 from icetide.config import load_config
 from icetide.demo.events import create_topic
 from icetide.health.collector import collect
 from icetide.lake.offsets import read_watermark
 from icetide.maintenance.cycle import plan_all, run_cycle
 from tests.fixtures.cdc_stream import assert_final_state, cdc_config, generate, send_changes
-from tests.fixtures.stack import kill_group, start, unique, wait_for
+from tests.fixtures.stack import kill_group, run_in_process, start, unique, wait_for
 
 KEYS, CHANGES = 50_000, 500_000
 
@@ -29,11 +28,7 @@ def test_debezium_changes_land_as_the_exact_final_state_on_merge_on_read(kafka, 
     send_changes(kafka.bootstrap, topic, stream)
     cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"format": "debezium", "ordering": "source.lsn"})
 
-    runner = Runner(load_config(cfg), spark=spark)
-    try:
-        runner.run(duration=900, until_idle=True)
-    finally:
-        runner.close()
+    runner = run_in_process(spark, cfg)
 
     assert_final_state(spark, table, stream)
     fq = f"icetide.{table}"

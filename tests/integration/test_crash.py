@@ -68,7 +68,7 @@ def test_sigkill_between_two_tables_of_one_batch_then_every_table_exactly_once( 
         kafka, spark, lake, tmp_path) -> None:
     from icetide.lake.offsets import read_watermark
     from tests.fixtures.records import dumps, send
-    from tests.fixtures.stack import routed_config
+    from tests.fixtures.stack import assert_ids_per_table, routed_config
 
     ns = unique("kx")
     topic = f"kx-{ns[3:]}"
@@ -109,7 +109,4 @@ def test_sigkill_between_two_tables_of_one_batch_then_every_table_exactly_once( 
     # 3) run to the end
     proc = start(cfg, log, "--until-idle", "--for", "600")
     assert proc.wait(700) == 0, log.read_text()[-3000:]
-    for k in kinds:
-        want = sorted(r["id"] for r in records if r["kind"] == k)
-        got = sorted(r[0] for r in spark.sql(f"SELECT id FROM icetide.{ns}.{k}").collect())
-        assert got == want, f"table {k}: {len(got)} rows, {len(set(got))} distinct, expected {len(want)}"
+    assert_ids_per_table(spark, ns, records, kinds)

@@ -10,7 +10,15 @@ import yaml
 
 from icetide.demo.events import create_topic
 from tests.fixtures.records import dumps, send
-from tests.fixtures.stack import icetide_cli, pipeline_dict, routed_config, start, unique
+from tests.fixtures.stack import (
+    assert_ids_per_table,
+    icetide_cli,
+    pipeline_dict,
+    routed_config,
+    run_in_process,
+    start,
+    unique,
+)
 
 KINDS = [f"k{i}" for i in range(4)]
 
@@ -39,12 +47,8 @@ def test_a_kill_at_a_fan_out_commit_point_then_every_table_exactly_once(  # type
     assert killed.wait(700) == -9, log.read_text()[-3000:]
     point = fault.split("@")[0]
     assert f"killing the process at {point}" in log.read_text()
-    again = start(cfg, log, "--until-idle", "--for", "600")
-    assert again.wait(700) == 0, log.read_text()[-3000:]
-    for k in KINDS:
-        want = sorted(r["id"] for r in records if r["kind"] == k)
-        got = sorted(r[0] for r in spark.sql(f"SELECT id FROM icetide.{ns}.{k}").collect())
-        assert got == want, f"{fault}: table {k}: {len(got)} rows, {len(set(got))} distinct, expected {len(want)}"
+    run_in_process(spark, cfg)  # the restart
+    assert_ids_per_table(spark, ns, records, KINDS)
 
 
 def test_a_kill_between_a_rewrite_commit_and_the_next_step_leaves_the_table_exact(  # type: ignore[no-untyped-def]

@@ -8,6 +8,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -37,6 +38,29 @@ def _stop(proc, log: Path) -> None:  # type: ignore[no-untyped-def]
     assert proc.wait(300) == 0, log.read_text()[-3000:]
 
 
+def _through_an_outage(raw: dict[str, Any], workdir: Path, bootstrap: str, topic: str, n: int, seed: int,
+                       down: Callable[[], object], up: Callable[[], object], ids: Callable[[], list[str]]) -> str:
+    """Produce ``n`` events, run, take a service ``down`` for OUTAGE_SECONDS mid-stream, bring it
+    ``up``, produce ``n`` more, wait for every id, SIGTERM; exactly the ids produced. The run's log."""
+    first = produce(bootstrap, topic, sample_values(n, seed=seed), partitions=2)
+    raw["source"]["max_offsets_per_trigger"] = n // 4
+    path = workdir / "outage.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    log = workdir / "run.log"
+    proc = start(path, log)
+    wait_for(log, r'"event": "batch"', 0, timeout=300)
+    down()
+    time.sleep(OUTAGE_SECONDS)
+    up()
+    second = produce(bootstrap, topic, sample_values(n, seed=seed + 1, first_id=n), partitions=2)
+    want = set(first.ids) | set(second.ids)
+    _wait_for_rows(lambda: len(ids()), len(want), proc, log)
+    _stop(proc, log)
+    got = ids()
+    assert len(got) == len(set(got)) and set(got) == want
+    return log.read_text()
+
+
 def test_the_broker_stops_for_35_seconds_mid_stream(spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
     broker = LocalKafka(port=free_port_pair())  # its own broker: the shared one stays up
     broker.reset()
@@ -44,23 +68,8 @@ def test_the_broker_stops_for_35_seconds_mid_stream(spark, lake, tmp_path) -> No
     try:
         topic, table = unique("outk"), f"it.{unique('outk')}"
         create_topic(broker.bootstrap, topic, 2)
-        first = produce(broker.bootstrap, topic, sample_values(20_000, seed=21), partitions=2)
-        path = tmp_path / "k.yaml"
-        raw = pipeline_dict(broker, lake, tmp_path, topic, table)
-        raw["source"]["max_offsets_per_trigger"] = 5000
-        path.write_text(yaml.safe_dump(raw))
-        log = tmp_path / "run.log"
-        proc = start(path, log)
-        wait_for(log, r'"event": "batch"', 0, timeout=300)
-        broker.stop()
-        time.sleep(OUTAGE_SECONDS)
-        broker.start()
-        second = produce(broker.bootstrap, topic, sample_values(20_000, seed=22, first_id=20_000), partitions=2)
-        want = set(first.ids) | set(second.ids)
-        _wait_for_rows(lambda: len(table_ids(spark, table)), len(want), proc, log)
-        _stop(proc, log)
-        ids = table_ids(spark, table)
-        assert len(ids) == len(set(ids)) and set(ids) == want
+        _through_an_outage(pipeline_dict(broker, lake, tmp_path, topic, table), tmp_path, broker.bootstrap, topic,
+                           20_000, 21, broker.stop, broker.start, lambda: table_ids(spark, table))
     finally:
         broker.reset()
 
@@ -74,29 +83,14 @@ def test_the_rest_catalog_stops_for_35_seconds_mid_stream(kafka, lake, tmp_path)
     try:
         topic, name = unique("outr"), unique("outr")
         create_topic(kafka.bootstrap, topic, 2)
-        first = produce(kafka.bootstrap, topic, sample_values(10_000, seed=31), partitions=2)
         raw = pipeline_dict(kafka, lake, tmp_path, topic, f"restout.{name}",
                             catalog={"type": "rest", "uri": server.uri, "name": "icetide"})
-        raw["source"]["max_offsets_per_trigger"] = 2500
-        path = tmp_path / "r.yaml"
-        path.write_text(yaml.safe_dump(raw))
-        log = tmp_path / "run.log"
-        proc = start(path, log)
-        wait_for(log, r'"event": "batch"', 0, timeout=300)
-        server.stop()
-        time.sleep(OUTAGE_SECONDS)
-        server.start()
-        second = produce(kafka.bootstrap, topic, sample_values(10_000, seed=32, first_id=10_000), partitions=2)
-        want = set(first.ids) | set(second.ids)
 
         def ids() -> list[str]:
             t = load_catalog("out", type="rest", uri=server.uri).load_table(f"restout.{name}")
             return [str(x) for x in t.scan(selected_fields=("id",)).to_arrow()["id"].to_pylist()]
 
-        _wait_for_rows(lambda: len(ids()), len(want), proc, log)
-        _stop(proc, log)
-        got = ids()
-        assert len(got) == len(set(got)) and set(got) == want
-        assert "restart" in log.read_text(), "the outage should have failed at least one batch"
+        log = _through_an_outage(raw, tmp_path, kafka.bootstrap, topic, 10_000, 31, server.stop, server.start, ids)
+        assert "restart" in log, "the outage should have failed at least one batch"
     finally:
         server.reset()
