@@ -4,8 +4,8 @@ Every icetide commit carries in its snapshot summary (atomically with the data):
 
 - ``icetide.pipeline``      the pipeline name
 - ``icetide.run`` / ``icetide.batch``  the streaming run and micro-batch id
-- ``icetide.batch-offsets`` the batch's non-empty ranges ``{"topic": {"partition": [start, end)}}``,
-  deflated (``z1:`` + base64) when long
+- ``icetide.batch-offsets`` the batch's non-empty ranges ``[start, end)`` per topic-partition, as
+  ``{"topic": [[partition, end, end - start], ...]}``, deflated (``z1:`` + base64) when long
 
 A table's *watermark* (per topic-partition, the next offset it still needs: it holds every record
 of this pipeline routed to it below that) is the largest ``end`` over its tagged snapshots, folded
@@ -42,7 +42,7 @@ K_WATERMARK = "icetide.watermark"
 K_PLANNED_AT = "icetide.batch-planned-at-ms"
 PROPERTY_PREFIX = "icetide.watermark."
 #: Snapshots committed up to this long before the mirror are folded in too (clock skew).
-MIRROR_SLACK_MS = 3600 * 1000
+MIRROR_SLACK_MS = 5 * 60 * 1000
 
 TopicPartition = tuple[str, int]
 
@@ -91,12 +91,28 @@ class BatchRanges:
         return _encode(self.ranges)
 
     def stored(self) -> str:
-        """What a snapshot carries: the non-empty ranges, packed (see :func:`pack`)."""
-        return pack(_encode({tp: r for tp, r in self.ranges.items() if r[1] > r[0]}))
+        """What a snapshot carries: the non-empty ranges as ``{"topic": [[partition, end, length],
+        ...]}`` (the length is short, where a start would repeat the end's digits), packed (see
+        :func:`pack`)."""
+        out: dict[str, list[list[int]]] = {}
+        for (topic, part), (start, end) in sorted(self.ranges.items()):
+            if end > start:
+                out.setdefault(topic, []).append([part, end, end - start])
+        return pack(json.dumps(out, separators=(",", ":"), sort_keys=True))
 
     @classmethod
     def decode(cls, text: str | None) -> BatchRanges:
-        return cls({k: (int(v[0]), int(v[1])) for k, v in _decode(text).items()})
+        """Either form: ``stored()``'s, or ``{"topic": {"partition": [start, end]}}`` (``encode()``)."""
+        if not text:
+            return cls({})
+        raw = json.loads(unpack(text))
+        ranges: dict[TopicPartition, tuple[int, int]] = {}
+        for topic, parts in raw.items():
+            if isinstance(parts, list):
+                ranges.update({(topic, int(p)): (int(e) - int(n), int(e)) for p, e, n in parts})
+            else:
+                ranges.update({(topic, int(p)): (int(v[0]), int(v[1])) for p, v in parts.items()})
+        return cls(ranges)
 
 
 @dataclass
@@ -202,7 +218,7 @@ def read_watermark(spark: SparkSession, table: str, pipeline: str) -> Watermark 
     """The newest watermark of ``pipeline`` on ``table`` (fully qualified, validated identifier).
 
     The property (the mirror) folded with every tagged snapshot among the current snapshot's
-    ancestors committed since the mirror was taken (an hour of slack for clocks: folding more is
+    ancestors committed since the mirror was taken (five minutes of slack for clocks: folding more is
     harmless, the fold is a maximum). Run, batch and batch ranges are the newest snapshot's (what a
     fenced commit expects); with none left, the property's.
     """
