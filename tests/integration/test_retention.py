@@ -57,3 +57,23 @@ def test_a_cycle_deletes_old_days_of_icetide_logs_and_keeps_dead_letters(spark, 
     _, records = run_cycle(spark, cfg, [f"{ns}.batches"])
     assert not [r for r in records if r.step == "expire_rows"]
     assert spark.sql(f"SELECT count(*) FROM {batches}.snapshots").first()[0] == snaps
+
+
+def test_tombstones_are_trimmed_past_the_cdc_horizon_only(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ns = unique("rtt")
+    path = tmp_path / "t.yaml"
+    raw = pipeline_dict(kafka, lake, tmp_path, "unused", f"{ns}.accounts",
+                        health={"namespaces": [ns], "history_table": f"{ns}.health"},
+                        maintenance={"log_table": f"{ns}.maintenance", "policy": {"steps": ["expire_snapshots"]}})
+    raw["target"] = {"table": f"{ns}.accounts", "schema": "id BIGINT, name STRING",
+                     "cdc": {"primary_key": ["id"], "ordering": "version", "tombstone_horizon": "7 days"}}
+    path.write_text(yaml.safe_dump(raw))
+    cfg = load_config(path)
+    tomb = f"icetide.{ns}.accounts_tombstones"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS icetide.{ns}")
+    spark.sql(f"CREATE TABLE {tomb} (id BIGINT, _cdc_ordering BIGINT, _deleted_at TIMESTAMP) USING iceberg")
+    spark.sql(f"INSERT INTO {tomb} VALUES (1, 5, current_timestamp() - INTERVAL 10 DAYS), "
+              f"(2, 6, current_timestamp() - INTERVAL 8 DAYS), (3, 7, current_timestamp() - INTERVAL 2 DAYS)")
+    _, records = run_cycle(spark, cfg, [f"{ns}.accounts_tombstones"])
+    assert [(r.table, r.step, r.outcome) for r in records if r.step == "expire_rows"] == [(tomb, "expire_rows", "ok")]
+    assert [r[0] for r in spark.sql(f"SELECT id FROM {tomb}").collect()] == [3]

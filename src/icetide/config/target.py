@@ -14,6 +14,7 @@ from icetide.config.base import (
     STREAMING_TABLE_DEFAULTS,
     TEMPLATE_RE,
     Columns,
+    Interval,
     Properties,
     Strict,
     TableId,
@@ -55,6 +56,12 @@ class CdcSettings(Strict):
         default=True,
         description="Remember deleted keys' ordering (table <name>_tombstones) so an older change arriving "
         "after a delete cannot bring the row back",
+    )
+    tombstone_horizon: Interval | None = Field(
+        default=None,
+        description="Maintenance trims tombstones older than this (by the delete's Kafka timestamp): a change "
+        "for a deleted key that arrives later than this after the delete can bring the row back. null: keep "
+        "every tombstone",
     )
 
     @field_validator("primary_key")

@@ -150,10 +150,16 @@ def latest_per_key(changes: DataFrame, cdc: CdcSettings) -> DataFrame:
     return changes.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") == 1).drop("_rn")
 
 
+#: When the delete a tombstone remembers was produced (its Kafka timestamp): what
+#: ``target.cdc.tombstone_horizon`` trims by.
+DELETED_AT = "_deleted_at"
+
+
 def tombstone_schema(table_schema: StructType, cdc: CdcSettings) -> StructType:
     by_name = {f.name: f for f in table_schema.fields}
     return StructType([StructField(k, by_name[k].dataType, True) for k in cdc.primary_key]
-                      + [StructField(ORDERING, ordering_type(cdc), True)])
+                      + [StructField(ORDERING, ordering_type(cdc), True),
+                         StructField(DELETED_AT, TimestampType(), True)])
 
 
 def not_buried(changes: DataFrame, tombstones: DataFrame | None, cdc: CdcSettings) -> DataFrame:

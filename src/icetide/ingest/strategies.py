@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Observation
@@ -239,6 +239,10 @@ class MultiTable(Strategy):
 
 
 class PerTable(Strategy):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._dated: dict[str, bool] = {}  # tombstone table → has the delete's timestamp column
+
     def write(self, rows: DataFrame, plans: list[TablePlan], ctx: BatchContext, state: BatchState
               ) -> list[TablePlan]:
         """Each table by its own Spark job (tables in parallel); leaves nothing."""
@@ -277,10 +281,14 @@ class PerTable(Strategy):
             # in the table: the tombstone table's own watermark decides what it still needs.
             faults.point("between_merge_and_tombstones", plan.table)
             changes = decode.good_rows(parsed.where(good), plan.schema, False,
-                                       [cdc.OP, cdc.ORDERING, "_kafka_offset", "_kafka_partition"])
+                                       [cdc.OP, cdc.ORDERING, "_kafka_offset", "_kafka_partition", "_kafka_timestamp"])
+            tomb_table = self.q(f"{plan.table}_tombstones")
+            if tomb_table not in self._dated:  # tombstone tables of older icetide versions lack the column
+                self._dated[tomb_table] = cdc.DELETED_AT in self.spark.table(tomb_table).columns
+            when = [F.col("_kafka_timestamp").alias(cdc.DELETED_AT)] if self._dated[tomb_table] else []
             deletes = (cdc.latest_per_key(changes, policy.cdc).where(F.col(cdc.OP) == "delete")
-                       .select(*policy.cdc.primary_key, cdc.ORDERING))
-            self.ledger.commit(self.q(f"{plan.table}_tombstones"), deletes, lambda d: d, ctx.batch_id, ctx.ranges,
+                       .select(*policy.cdc.primary_key, cdc.ORDERING, *when))
+            self.ledger.commit(tomb_table, deletes, lambda d: d, ctx.batch_id, ctx.ranges,
                                ctx.since_ms)
         if n is None:
             state.skipped.append(plan.table)

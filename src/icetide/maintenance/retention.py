@@ -6,8 +6,9 @@ Each is partitioned by day of its time column, so the cut is rounded down to a d
 the DELETE drops whole partitions (Iceberg commits it as metadata only: no data file is
 rewritten, and it never conflicts with the appends of today's partition). Nothing is deleted, and
 no snapshot made, when no row is old enough. Their files and snapshots are maintained like any
-other table's (they are in the watched namespaces); CDC tombstone tables are not trimmed (a
-tombstone is what keeps an older change from resurrecting a deleted row).
+other table's (they are in the watched namespaces). CDC tombstone tables are trimmed only when the
+table's ``cdc.tombstone_horizon`` is set (a tombstone is what keeps an older change from
+resurrecting a deleted row: past the horizon, a late change can), by the delete's Kafka timestamp.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import TYPE_CHECKING
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.config.policy import StepName
-from icetide.lake.tables import table_exists
+from icetide.health.watch import namespaces
+from icetide.ingest.cdc import DELETED_AT
+from icetide.lake.tables import list_tables, table_exists
 from icetide.maintenance.executor import ActionRecord
 
 if TYPE_CHECKING:
@@ -42,6 +45,22 @@ def targets(cfg: PipelineConfig) -> list[tuple[str, str, float]]:
     return out
 
 
+def tombstone_targets(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, str, float]]:
+    """CDC tombstone tables (``<table>_tombstones`` in the watched namespaces) whose table's policy
+    sets ``cdc.tombstone_horizon``, with the column it trims by."""
+    out = []
+    for ns in namespaces(cfg):
+        for t in list_tables(spark, cfg.catalog.name, ns):
+            if not t.endswith("_tombstones"):
+                continue
+            c = cfg.target.policy_for(t.removesuffix("_tombstones")).cdc
+            if c is None or c.tombstone_horizon is None:
+                continue
+            if DELETED_AT in spark.table(f"{cfg.catalog.name}.{t}").columns:
+                out.append((t, DELETED_AT, interval_seconds(c.tombstone_horizon)))
+    return out
+
+
 def cutoff(now_ms: int, keep_seconds: float) -> datetime:
     """The first instant kept: ``now - keep``, rounded down to midnight UTC (whole partitions)."""
     t = datetime.fromtimestamp(now_ms / 1000, UTC) - timedelta(seconds=keep_seconds)
@@ -52,7 +71,7 @@ def expire_rows(spark: SparkSession, cfg: PipelineConfig, now_ms: int | None = N
     """Delete the rows past retention from each retained table; one record per table that had any."""
     now_ms = now_ms or int(time.time() * 1000)
     records = []
-    for table, column, keep in targets(cfg):
+    for table, column, keep in [*targets(cfg), *tombstone_targets(spark, cfg)]:
         q = f"{cfg.catalog.name}.{table}"
         if not table_exists(spark, q):
             continue
