@@ -86,3 +86,26 @@ def test_hostile_records_are_written_or_dead_lettered_and_the_run_goes_on(kafka,
         assert len(lowered) == len(set(lowered)), f"{t} has columns equal ignoring case: {cols}"
         own = [c for c in cols if re.match(r"(?i)_(kafka|icetide|cdc)_", c)]
         assert own == ["_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_key"], own
+
+
+def test_a_new_tables_column_types_are_not_decided_by_one_outlier_record(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    ns = unique("ho")
+    topic = f"ho-{ns[3:]}"
+    create_topic(kafka.bootstrap, topic, 1)
+    good = [{"id": f"o{i}", "kind": "t", "amount": i + 0.5, "flag": i % 2 == 0, "code": f"c{i}"} for i in range(300)]
+    outliers = [{"id": "bad-amount", "kind": "t", "amount": "abc", "flag": True, "code": "x"},
+                {"id": "bad-flag", "kind": "t", "amount": 1.5, "flag": "yes", "code": "y"},
+                {"id": "number-code", "kind": "t", "amount": 2.5, "flag": False, "code": 7}]
+    values = [json.dumps(r).encode() for r in good[:150] + outliers + good[150:]]
+    send(kafka.bootstrap, topic, values, 1)
+    cfg = routed_config(kafka, lake, tmp_path, ns, topic)
+    _run_to_idle(cfg, tmp_path / "run.log")
+
+    types = {f.name: f.dataType.simpleString() for f in spark.table(f"icetide.{ns}.t").schema.fields}
+    assert (types["amount"], types["flag"], types["code"]) == ("double", "boolean", "string"), types
+    ids = {r[0] for r in spark.sql(f"SELECT id FROM icetide.{ns}.t").collect()}
+    assert ids == {r["id"] for r in good} | {"number-code"}
+    dead = spark.sql(f"SELECT error_class, error_message FROM icetide.{ns}.dead_letters").collect()
+    assert sorted(r[0] for r in dead) == ["type_mismatch", "type_mismatch"], dead

@@ -109,3 +109,16 @@ def test_retention_cuts_whole_days_and_covers_only_icetide_logs() -> None:
     assert "ns.events" not in tables
     cfg2 = cfg.model_copy(update={"dead_letter": cfg.dead_letter.model_copy(update={"retention": "7 days"})})
     assert (cfg.dead_letter.table, "_kafka_timestamp", 7 * 86400.0) in targets(cfg2)
+
+
+def test_a_column_type_follows_most_values_not_one_outlier() -> None:
+    from pyspark.sql.types import BooleanType, DoubleType
+
+    from icetide.ingest.evolution import _majority
+
+    assert _majority(present=300, numbers=299, integers=299, booleans=0) == LongType()
+    assert _majority(present=300, numbers=299, integers=120, booleans=0) == DoubleType()
+    assert _majority(present=300, numbers=0, integers=0, booleans=299) == BooleanType()
+    assert _majority(present=300, numbers=1, integers=1, booleans=0) is None  # strings win: keep string
+    assert _majority(present=2, numbers=1, integers=1, booleans=0) is None  # half is not most
+    assert _majority(present=1, numbers=1, integers=1, booleans=0) is None

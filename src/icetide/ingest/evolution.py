@@ -31,6 +31,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
+    BooleanType,
     DataType,
     DecimalType,
     DoubleType,
@@ -39,6 +40,7 @@ from pyspark.sql.types import (
     LongType,
     MapType,
     NullType,
+    StringType,
     StructField,
     StructType,
 )
@@ -216,12 +218,21 @@ def _walk_type(path: Path, have: DataType, seen: DataType, evo: Evolution, budge
 
 
 def check_values(rows: DataFrame, evo: Evolution) -> None:
-    """Decide value-dependent changes (int overflow, decimal digits, nulls in required fields)."""
+    """Decide value-dependent changes (int overflow, decimal digits, nulls in required fields), and
+    the type of each new top-level field that inference made a string (see :func:`_majority`)."""
     required = [p for p in evo.required if not p.in_list]
-    if not (evo.int_candidates or evo.decimal_candidates or required):
+    strings = [i for i, (p, t) in enumerate(evo.added) if isinstance(t, StringType) and len(p.parts) == 1]
+    if not (evo.int_candidates or evo.decimal_candidates or required or strings):
         return
     text = F.col("value").cast("string")
     aggs: list[Column] = []
+    for j, i in enumerate(strings):
+        name = evo.added[i][0].parts[0]
+        def kind(t: DataType, name: str = name) -> Column:
+            return F.from_json(text, StructType([StructField(name, t, True)]))[name].isNotNull()
+        aggs += [F.count_if(F.get_json_object(text, f"$.{name}").isNotNull()).alias(f"s_all{j}"),
+                 F.count_if(kind(DoubleType())).alias(f"s_num{j}"), F.count_if(kind(LongType())).alias(f"s_int{j}"),
+                 F.count_if(kind(BooleanType())).alias(f"s_bool{j}")]
     for i, p in enumerate(evo.int_candidates):
         v = F.get_json_object(text, p.json_path).try_cast("long")
         aggs += [F.min(v).alias(f"imin{i}"), F.max(v).alias(f"imax{i}")]
@@ -246,6 +257,25 @@ def check_values(rows: DataFrame, evo: Evolution) -> None:
     for i, p in enumerate(required):
         if r[f"null{i}"]:
             evo.optional.append(p)
+    for j, i in enumerate(strings):
+        chosen = _majority(r[f"s_all{j}"], r[f"s_num{j}"], r[f"s_int{j}"], r[f"s_bool{j}"])
+        if chosen is not None:
+            path = evo.added[i][0]
+            evo.added[i] = (path, chosen)
+            log.warning("new column %s: %s, as most of its values are (the others are type_mismatch dead letters)",
+                        path.name, chosen.simpleString())
+
+
+def _majority(present: int, numbers: int, integers: int, booleans: int) -> DataType | None:
+    """The type of a new field inference made a string because its values were of mixed kinds:
+    when most of them are numbers (``bigint`` if all of those are integers, else ``double``) or
+    booleans, that type, so one outlier record cannot turn a numeric column into a string one;
+    None to keep the string (strings are at least half, or the field was in one record only)."""
+    if present < 2 or 2 * (numbers + booleans) <= present:
+        return None
+    if booleans > numbers:
+        return BooleanType()
+    return LongType() if integers == numbers else DoubleType()
 
 
 def rejected_condition(evo: Evolution) -> Column | None:

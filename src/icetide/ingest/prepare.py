@@ -155,7 +155,7 @@ class Preparer:
         out = Prepared([], [], {})
         for ns in sorted({x.split(".")[0] for x in new}):  # once, before tables are created in parallel
             ensure_namespace(self.spark, self.catalog, ns)
-        errors = dict(zip(new, self.parallel(lambda x: self.create(x, inferred.get(x)), new), strict=True))
+        errors = dict(zip(new, self.parallel(lambda x: self.create(x, inferred.get(x), rows), new), strict=True))
         for table in tables:
             if table not in known:
                 err = errors[table]
@@ -190,8 +190,10 @@ class Preparer:
             self.shapes.forget(table)
         return plan
 
-    def create(self, table: str, inferred: StructType | None) -> str | None:
-        """Create ``table`` from its policy; an error message if its records cannot make it."""
+    def create(self, table: str, inferred: StructType | None, rows: DataFrame | None = None) -> str | None:
+        """Create ``table`` from its policy (or from its records in ``rows``: never typed by one
+        outlier record, see :func:`icetide.ingest.evolution.check_values`); an error message if its
+        records cannot make it."""
         policy = self.cfg.target.policy_for(table)
         key = "target.tables" if table != self.cfg.target.table else "target"
         if policy.schema_ddl:
@@ -207,6 +209,8 @@ class Preparer:
                 return (f"no JSON object among the records for {table} to create it from; give {key}.schema "
                         "or fix the records, then replay the dead letters")
             evo = evolution.diff(StructType([]), inferred, self.cfg.target.max_columns)
+            if rows is not None and policy.cdc is None:  # CDC rows hold envelopes, not the row
+                evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo)
             schema = StructType([StructField(p.parts[0], dt, True) for p, dt in evo.added])
         have = {f.name: f.dataType for f in schema.fields}
         for transform in policy.partition_by:
