@@ -121,4 +121,5 @@ def test_a_column_type_follows_most_values_not_one_outlier() -> None:
     assert _majority(present=300, numbers=0, integers=0, booleans=299) == BooleanType()
     assert _majority(present=300, numbers=1, integers=1, booleans=0) is None  # strings win: keep string
     assert _majority(present=2, numbers=1, integers=1, booleans=0) is None  # half is not most
+    assert _majority(present=6, numbers=2, integers=1, booleans=2) is None  # no kind is a majority
     assert _majority(present=1, numbers=1, integers=1, booleans=0) is None

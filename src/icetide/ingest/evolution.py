@@ -268,14 +268,16 @@ def check_values(rows: DataFrame, evo: Evolution) -> None:
 
 def _majority(present: int, numbers: int, integers: int, booleans: int) -> DataType | None:
     """The type of a new field inference made a string because its values were of mixed kinds:
-    when most of them are numbers (``bigint`` if all of those are integers, else ``double``) or
-    booleans, that type, so one outlier record cannot turn a numeric column into a string one;
-    None to keep the string (strings are at least half, or the field was in one record only)."""
-    if present < 2 or 2 * (numbers + booleans) <= present:
+    when more than half of them are numbers, ``bigint`` (all of those integers) or ``double``; when
+    more than half are booleans, ``boolean``. So one outlier record cannot turn a numeric column into
+    a string one. None keeps the string (no kind is a majority, or the field was in one record)."""
+    if present < 2:
         return None
-    if booleans > numbers:
+    if 2 * numbers > present:
+        return LongType() if integers == numbers else DoubleType()
+    if 2 * booleans > present:
         return BooleanType()
-    return LongType() if integers == numbers else DoubleType()
+    return None
 
 
 def rejected_condition(evo: Evolution) -> Column | None:
