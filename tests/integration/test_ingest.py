@@ -4,29 +4,17 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
-from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from icetide.app.runner import Runner
 from icetide.config import load_config
 from icetide.demo.events import create_topic, produce, sample_values
 from icetide.errors import CheckpointMismatchError
 from icetide.health.collector import collect
 from icetide.health.watch import add_kafka_lag
 from icetide.lake.offsets import read_watermark
-from tests.fixtures.stack import icetide_cli, table_ids, unique
-
-
-def run_pipeline(cfg_path: Path, spark: Any, seconds: float = 240) -> Runner:
-    runner = Runner(load_config(cfg_path), spark=spark)
-    try:
-        runner.run(duration=seconds, until_idle=True)
-    finally:
-        runner.close()
-    return runner
+from tests.fixtures.stack import icetide_cli, run_in_process, table_ids, unique
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[tuple[str, int], int]:
@@ -45,7 +33,7 @@ def test_ingest_lands_every_record_once_and_dead_letters_bad_ones(kafka, spark, 
     produced = produce(kafka.bootstrap, topic, values, partitions=4)
     expected_bad = Counter(err for _, err in values if err is not None)
 
-    runner = run_pipeline(make_pipeline(topic, table), spark)
+    runner = run_in_process(spark, make_pipeline(topic, table), 240)
 
     ids = table_ids(spark, table)
     assert len(ids) == produced.good and sorted(ids) == sorted(produced.ids)
@@ -90,13 +78,13 @@ def test_replayed_batch_after_commit_is_skipped(kafka, spark, make_pipeline, tmp
     create_topic(kafka.bootstrap, topic, 2)
     produced = produce(kafka.bootstrap, topic, sample_values(3000), partitions=2)
     cfg = make_pipeline(topic, table)
-    run_pipeline(cfg, spark)
+    run_in_process(spark, cfg, 240)
     commits = sorted((tmp_path / "checkpoint" / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
     assert commits
     commits[-1].unlink()  # as if the process died between the Iceberg commit and Spark's commit log
     snapshots_before = spark.sql(f"SELECT count(*) FROM icetide.{table}.snapshots").first()[0]
 
-    runner = run_pipeline(cfg, spark)
+    runner = run_in_process(spark, cfg, 240)
 
     assert sorted(table_ids(spark, table)) == sorted(produced.ids)
     assert runner.writer.counters.last is not None
@@ -110,7 +98,7 @@ def test_lost_checkpoint_resumes_from_table_offsets_after_compaction_and_expiry(
     create_topic(kafka.bootstrap, topic, 4)
     first = produce(kafka.bootstrap, topic, sample_values(4000, seed=1), partitions=4)
     cfg = make_pipeline(topic, table)
-    run_pipeline(cfg, spark)
+    run_in_process(spark, cfg, 240)
     fq = f"icetide.{table}"
     # Compaction then aggressive expiry: no snapshot carrying icetide's summary keys survives.
     spark.sql(f"CALL icetide.system.rewrite_data_files(table => '{table}', options => map('min-input-files','1'))")
@@ -123,7 +111,7 @@ def test_lost_checkpoint_resumes_from_table_offsets_after_compaction_and_expiry(
 
     shutil.rmtree(tmp_path / "checkpoint")
     second = produce(kafka.bootstrap, topic, sample_values(3000, seed=2, first_id=10_000), partitions=4)
-    run_pipeline(cfg, spark)
+    run_in_process(spark, cfg, 240)
 
     ids = table_ids(spark, table)
     assert len(ids) == len(set(ids)) == first.good + second.good
@@ -136,11 +124,11 @@ def test_lost_checkpoint_fail_mode_refuses_with_explanation(kafka, spark, make_p
     produce(kafka.bootstrap, topic, sample_values(500), partitions=1)
     cfg = make_pipeline(topic, table, stream={"trigger_interval": "2 seconds", "on_missing_checkpoint": "fail",
                                               "checkpoint_location": str(tmp_path / "checkpoint")})
-    run_pipeline(cfg, spark)
+    run_in_process(spark, cfg, 240)
     shutil.rmtree(tmp_path / "checkpoint")
     with pytest.raises(CheckpointMismatchError, match=r"^stream.checkpoint_location: no checkpoint at .*"
                        r"but tables already hold offsets of pipeline"):
-        run_pipeline(cfg, spark)
+        run_in_process(spark, cfg, 240)
     res = icetide_cli("run", "-c", str(cfg), timeout=300)
     assert res.returncode == 2
     last = res.stderr.strip().splitlines()[-1]

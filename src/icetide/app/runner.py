@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from icetide.catalog import check_reachable
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
-from icetide.errors import CheckpointMismatchError, FencedError, IcetideError, is_fenced
+from icetide.errors import FENCE_MARKER, CheckpointMismatchError, FencedError, IcetideError, is_fenced
 from icetide.ingest import source
 from icetide.ingest.batch_log import PipelineCounters
 from icetide.ingest.sink import BatchWriter
@@ -292,7 +292,7 @@ def _terminal(e: BaseException) -> bool:
 def _fence_line(e: BaseException) -> str:
     """The fence's own message out of a (possibly JVM-wrapped) error."""
     text = str(e)
-    i = text.find("icetide-fence:")
+    i = text.find(FENCE_MARKER)
     return (text[i:] if i >= 0 else text).strip().splitlines()[0][:400]
 
 

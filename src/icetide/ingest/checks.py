@@ -49,16 +49,14 @@ def verdict(spark: SparkSession, value: Column, source: KafkaSource) -> Column |
     :func:`error_class` and :func:`error_message` after storing it in a column (one call a record)."""
     key = (spark.sparkContext.applicationId, source.max_depth, source.max_fields)
     if key not in _UDFS:
-        ok = has_class(spark, JVM_CLASS)
         jvm: Any = spark._jvm
-        if ok:
+        if has_class(spark, JVM_CLASS):
             prefixes = spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(RESERVED_PREFIXES))  # type: ignore[union-attr]
             for i, prefix in enumerate(RESERVED_PREFIXES):
                 prefixes[i] = prefix
             _UDFS[key] = jvm.io.icetide.spark.JsonCheck.udf(source.max_depth, source.max_fields, prefixes)
         else:
             _UDFS[key] = None
-        if not ok:
             log.warning("icetide's JVM classes are not loaded (run `icetide setup`): records are not checked "
                         "for depth, width, duplicate keys and UTF-8 before they are parsed")
     udf = _UDFS[key]

@@ -73,6 +73,7 @@ class Ledger:
         self._mirrored_at: dict[str, float] = {}
         self._unmirrored: dict[str, Watermark] = {}
         self._fence_ok: bool | None = None
+        self._jobs_ok: bool | None = None
 
     # -- watermarks -------------------------------------------------------------------------
     def watermark(self, table: str) -> Watermark | None:
@@ -116,6 +117,12 @@ class Ledger:
                             "icetide-iceberg.jar to spark.jars): commits are checked against a fresh read "
                             "of the ledger, not fenced atomically")
         return self._fence_ok
+
+    def jobs(self) -> bool:
+        """Whether icetide's JVM writer is loaded (looked up once: commits are a hot path)."""
+        if self._jobs_ok is None:
+            self._jobs_ok = multi_write.available(self.spark)
+        return self._jobs_ok
 
     def commit_written(self, p: Pending, job: multi_write.MultiTableWrite, name: str) -> None:
         """Commit the files ``job`` wrote for ``name`` (namespace.table), fenced against ``p.base``."""
@@ -171,7 +178,7 @@ class Ledger:
             return None
         if p.keep is not None:
             rows = rows.where(p.keep)
-        if apply is None and stats is None and multi_write.available(self.spark):
+        if apply is None and stats is None and self.jobs():
             n = self._append_job(p, project(rows), since_ms)
             if n is not None:
                 return n

@@ -90,6 +90,9 @@ class BatchRanges:
     def encode(self) -> str:
         return _encode(self.ranges)
 
+    def ends(self) -> dict[TopicPartition, int]:
+        return {tp: end for tp, (_, end) in self.ranges.items()}
+
     def stored(self) -> str:
         """What a snapshot carries: the non-empty ranges as ``{"topic": [[partition, end, length],
         ...]}`` (the length is short, where a start would repeat the end's digits), packed (see
@@ -147,10 +150,9 @@ class Watermark:
                 self.offsets[tp] = end
 
     def advanced(self, ranges: BatchRanges) -> dict[TopicPartition, int]:
-        merged = dict(self.offsets)
-        for tp, (_, end) in ranges.ranges.items():
-            merged[tp] = max(merged.get(tp, -1), end)
-        return merged
+        merged = Watermark(dict(self.offsets))
+        merged.fold(ranges.ends())
+        return merged.offsets
 
     def encode(self) -> str:
         return _encode(self.offsets)
@@ -167,7 +169,7 @@ class Watermark:
             batch_ranges=ranges,
             committed_at_ms=committed_at_ms,
         )
-        wm.fold({tp: end for tp, (_, end) in ranges.ranges.items()})
+        wm.fold(ranges.ends())
         return wm
 
     def to_property(self) -> str:
