@@ -25,6 +25,10 @@ class IdentifierError(IcetideError):
     """A table, namespace or column name is not allowed (see ``icetide.identifiers``)."""
 
 
+class UnsupportedByReader(IcetideError):
+    """The JVM-free reader (PyIceberg) cannot open this catalog; read it through Spark instead."""
+
+
 class CheckpointMismatchError(IcetideError):
     """The streaming checkpoint and the offsets recorded in the tables disagree."""
 

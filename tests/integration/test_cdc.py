@@ -12,6 +12,7 @@ import yaml
 from icetide.config import load_config
 from icetide.demo.events import create_topic
 from icetide.health.collector import collect
+from icetide.lake.meta_spark import SparkMeta
 from icetide.lake.offsets import read_watermark
 from icetide.maintenance.cycle import plan_all, run_cycle
 from tests.fixtures.cdc_stream import assert_final_state, cdc_config, generate, send_changes
@@ -45,7 +46,7 @@ def test_debezium_changes_land_as_the_exact_final_state_on_merge_on_read(kafka, 
     ops = {r[0] for r in spark.sql(f"SELECT operation FROM {fq}.snapshots").collect()}
     assert "overwrite" in ops or "delete" in ops
     # the delete files merge-on-read creates are visible in the health figures
-    h = collect(spark, fq)
+    h = collect(SparkMeta(spark, "icetide"), table)
     assert h.delete_files > 0 and h.deleted_records > 0 and h.delete_ratio > 0
 
     # maintenance: the delete trigger fires, deletes are applied, the state is unchanged

@@ -18,6 +18,7 @@ from icetide.config.thresholds import HealthThresholds
 from icetide.health.collector import collect
 from icetide.health.metrics import HealthCollector
 from icetide.health.watch import collect_all
+from icetide.lake.meta_spark import SparkMeta
 from tests.fixtures.stack import free_port_pair, icetide_cli, pipeline_dict, unique
 
 
@@ -46,7 +47,7 @@ def known(spark):  # type: ignore[no-untyped-def]
 
 
 def test_every_figure_equals_the_known_truth(spark, known) -> None:  # type: ignore[no-untyped-def]
-    h = collect(spark, f"icetide.{known}")
+    h = collect(SparkMeta(spark, "icetide"), known)
     parts = {json.loads(p.partition)["p"]: p for p in h.partitions}
     a, b = parts["a"], parts["b"]
     assert (a.data_files, a.records, a.small_files) == (7, 14, 7)
@@ -69,7 +70,7 @@ def test_every_figure_equals_the_known_truth(spark, known) -> None:  # type: ign
 
 def test_thresholds_tiers_and_reasons(spark, known) -> None:  # type: ignore[no-untyped-def]
     th = HealthThresholds(partition_files_warning=5, partition_files_critical=8)
-    h = collect(spark, f"icetide.{known}", th)
+    h = collect(SparkMeta(spark, "icetide"), known, th)
     parts = {json.loads(p.partition)["p"]: p for p in h.partitions}
     # the documented formula: files (7-1)/(8-1)*50, small 7/7*0.7*25, deletes (2/14)/0.3*25
     assert parts["a"].reasons == [
@@ -81,18 +82,19 @@ def test_thresholds_tiers_and_reasons(spark, known) -> None:  # type: ignore[no-
     assert (parts["b"].score, parts["b"].tier) == (78.2, "warning")  # 100 - (3-1)/7*50 - 3/3*0.3*25
     assert h.tier in ("warning", "critical")
     assert any('data files in partition {"p":"a"} = 7 (warning at 5)' in r for r in h.reasons)
-    crit = collect(spark, f"icetide.{known}", HealthThresholds(partition_files_warning=2, partition_files_critical=6))
+    crit = collect(SparkMeta(spark, "icetide"), known,
+                   HealthThresholds(partition_files_warning=2, partition_files_critical=6))
     assert crit.tier == "critical"
 
 
 def test_collection_never_reads_data_files(spark, known, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    before = collect(spark, f"icetide.{known}")
+    before = collect(SparkMeta(spark, "icetide"), known)
     location = spark.sql(f"DESCRIBE TABLE EXTENDED icetide.{known}").where("col_name = 'Location'").first()[1]
     data_dir = Path(location.removeprefix("file:")) / "data"
     moved = tmp_path / "data"
     shutil.move(str(data_dir), str(moved))
     try:
-        after = collect(spark, f"icetide.{known}")
+        after = collect(SparkMeta(spark, "icetide"), known)
     finally:
         shutil.move(str(moved), str(data_dir))
     assert after.summary() | {"collected_at_ms": 0, "seconds_to_collect": 0, "reasons": []} == \

@@ -13,6 +13,7 @@ from icetide.demo.events import create_topic, produce, sample_values
 from icetide.errors import CheckpointMismatchError
 from icetide.health.collector import collect
 from icetide.health.watch import add_kafka_lag
+from icetide.lake.meta_spark import SparkMeta
 from icetide.lake.offsets import read_watermark
 from tests.fixtures.stack import icetide_cli, run_in_process, table_ids, unique
 
@@ -62,7 +63,7 @@ def test_ingest_lands_every_record_once_and_dead_letters_bad_ones(kafka, spark, 
     assert {"_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_key"} <= set(cols)
 
     # health of an icetide table: freshness, commit latency and Kafka lag
-    h = collect(spark, f"icetide.{table}")
+    h = collect(SparkMeta(spark, "icetide"), table)
     add_kafka_lag(spark, runner.cfg, [h])
     assert h.icetide_pipelines == [runner.cfg.name]
     assert h.kafka_lag == 0 and h.freshness_ms is not None and 0 <= h.freshness_ms < 600_000

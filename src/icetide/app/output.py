@@ -46,9 +46,16 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def setup_logging(verbose: bool) -> None:
+def setup_logging(verbose: bool, quiet: bool = False) -> None:
+    """``-v``: debug logging and Spark's own log lines on the terminal; ``-q``: warnings and errors only,
+    no tables or progress (for scripts: ``--output json`` still prints its JSON)."""
+    import os
+
+    if verbose:
+        os.environ["ICETIDE_SPARK_LOG"] = "console"
+    console.quiet = quiet
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from icetide.app.output import console
 
 if TYPE_CHECKING:
-    from icetide.health.model import TableHealth
+    from icetide.health.model import PartitionHealth, TableHealth
     from icetide.maintenance.executor import ActionRecord
     from icetide.maintenance.planner import TablePlan
 
@@ -26,19 +26,60 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} PiB"
 
 
+def short_name(table: str) -> str:
+    """``namespace.table``: the catalog is the same on every line, so it is said once, in the title."""
+    return ".".join(table.split(".")[-2:])
+
+
+#: status columns, most important first: (header, cell, minimum width); narrow terminals drop from the end
+STATUS_COLUMNS: list[tuple[str, Callable[[TableHealth], str], int]] = [
+    ("tier", lambda h: f"[{TIER_STYLE[h.tier]}]{h.tier}[/]", 8),
+    ("score", lambda h: f"{h.score:.0f}", 5),
+    ("files", lambda h: str(h.data_files), 5),
+    ("small", lambda h: str(h.small_files), 5),
+    ("avg size", lambda h: human_bytes(h.avg_file_bytes), 9),
+    ("deletes", lambda h: f"{h.delete_files} ({h.delete_ratio:.0%})", 8),
+    ("max/part", lambda h: str(h.max_partition_files), 8),
+    ("commits/h", lambda h: str(h.commits_last_hour), 9),
+    ("snapshots", lambda h: str(h.snapshots), 9),
+    ("manifests", lambda h: str(h.manifests), 9),
+]
+
+
+def fitting(columns: Sequence[tuple[str, Any, int]], first_width: int, width: int) -> list[tuple[str, Any, int]]:
+    """The leading columns that fit ``width`` next to a first column of ``first_width`` (3 per border)."""
+    used, out = first_width + 4, []
+    for col in columns:
+        need = max(col[2], len(col[0])) + 3
+        if used + need > width:
+            break
+        used += need
+        out.append(col)
+    return out
+
+
 def health_table(healths: Sequence[TableHealth], title: str = "icetide status (worst first)") -> None:
-    """One row per table, worst first, then the reasons of every table that is not healthy."""
-    tbl = Table("table", "tier", "score", "files", "small", "avg size", "max/partition", "deletes",
-                "snapshots", "manifests", "commits/h", title=title)
-    for h in healths:
-        tbl.add_row(h.table, f"[{TIER_STYLE[h.tier]}]{h.tier}[/]", f"{h.score:.1f}", str(h.data_files),
-                    str(h.small_files), human_bytes(h.avg_file_bytes), str(h.max_partition_files),
-                    f"{h.delete_files} ({h.delete_ratio:.1%})", str(h.snapshots), str(h.manifests),
-                    str(h.commits_last_hour))
+    """One row per table, worst first, then the reasons of every table that is not healthy.
+
+    Names are shown in full (without the catalog); columns that do not fit the terminal are left out,
+    least important first, and the title says which."""
+    names = [short_name(h.table) for h in healths]
+    catalog = healths[0].table.split(".")[0] if healths else ""
+    first = max([len("table"), *map(len, names)])
+    cols = fitting(STATUS_COLUMNS, first, console.width)
+    dropped = len(STATUS_COLUMNS) - len(cols)
+    caption = f"{len(healths)} tables in catalog {catalog}" + (
+        f"; {dropped} columns hidden for width (-o json has all)" if dropped else "")
+    tbl = Table(title=title, caption=caption)
+    tbl.add_column("table", no_wrap=True, min_width=first)
+    for header, _, _w in cols:
+        tbl.add_column(header, justify="left" if header == "tier" else "right", no_wrap=True, min_width=len(header))
+    for h, name in zip(healths, names, strict=True):
+        tbl.add_row(name, *[cell(h) for _, cell, _ in cols])
     console.print(tbl)
-    for h in healths:
+    for h, name in zip(healths, names, strict=True):
         if h.tier != "healthy":
-            console.print(f"[{TIER_STYLE[h.tier]}]{h.table}[/]: " + "; ".join(h.reasons))
+            console.print(f"[{TIER_STYLE[h.tier]}]{name}[/]: " + "; ".join(h.reasons), soft_wrap=False)
 
 
 def print_plans(plans: Sequence[TablePlan]) -> None:
@@ -47,7 +88,8 @@ def print_plans(plans: Sequence[TablePlan]) -> None:
         console.print("no tables")
     for i, p in enumerate(plans, 1):
         queried = f", {p.queries} queries in the telemetry window" if p.queries else ""
-        console.print(f"[bold]{i}. {p.table}[/]  priority {p.priority:g}  ({p.tier}, score {p.score:.1f}{queried})")
+        console.print(f"[bold]{i}. {short_name(p.table)}[/]  priority {p.priority:g}  "
+                      f"({p.tier}, score {p.score:.1f}{queried})")
         if not p.steps:
             console.print("   nothing to do")
         for s in p.steps:
@@ -63,6 +105,38 @@ def print_plans(plans: Sequence[TablePlan]) -> None:
 def print_actions(records: Sequence[ActionRecord], title: str = "actions") -> None:
     tbl = Table("table", "step", "outcome", "files in → out", "bytes in", "s", "attempts", title=title)
     for r in records:
-        tbl.add_row(r.table, r.step, r.outcome, f"{r.files_in} → {r.files_out}", str(r.bytes_in or ""),
+        tbl.add_row(short_name(r.table), r.step, r.outcome, f"{r.files_in} → {r.files_out}", str(r.bytes_in or ""),
                     f"{r.seconds:.1f}", str(r.attempts))
+    console.print(tbl)
+
+
+#: per-partition columns of ``icetide health``, most important first (see :func:`fitting`)
+PARTITION_COLUMNS: list[tuple[str, Callable[[PartitionHealth], str], int]] = [
+    ("tier", lambda p: f"[{TIER_STYLE[p.tier]}]{p.tier}[/]", 8),
+    ("files", lambda p: str(p.data_files), 5),
+    ("small", lambda p: str(p.small_files), 5),
+    ("avg size", lambda p: human_bytes(p.avg_file_bytes), 9),
+    ("hot", lambda p: "hot" if p.hot else "", 3),
+    ("deletes", lambda p: f"{p.delete_files} ({p.delete_ratio:.0%})", 8),
+    ("rows", lambda p: str(p.records), 8),
+    ("score", lambda p: f"{p.score:.0f}", 5),
+]
+
+
+def partition_table(h: TableHealth) -> None:
+    """``icetide health``: every partition, worst first, named by its values."""
+    from icetide.health.charts import partition_label
+
+    parts = sorted(h.partitions, key=lambda p: (p.score, p.partition))
+    names = [partition_label(p.partition) for p in parts]
+    first = max([len("partition"), *map(len, names)])
+    cols = fitting(PARTITION_COLUMNS, first, console.width)
+    dropped = len(PARTITION_COLUMNS) - len(cols)
+    tbl = Table(caption=f"{len(parts)} partitions" + (f"; {dropped} columns hidden for width (-o json has all)"
+                                                      if dropped else ""))
+    tbl.add_column("partition", no_wrap=True, min_width=first)
+    for header, _, _w in cols:
+        tbl.add_column(header, justify="left" if header in ("tier", "hot") else "right", no_wrap=True)
+    for p, name in zip(parts, names, strict=True):
+        tbl.add_row(name, *[cell(p) for _, cell, _ in cols])
     console.print(tbl)

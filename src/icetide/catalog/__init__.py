@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from icetide.catalog import jdbc, rest
 from icetide.config.models import PipelineConfig
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
 
 _BACKENDS: dict[str, Callable[..., dict[str, str]]] = {
     "jdbc": jdbc.catalog_properties,
@@ -24,6 +28,19 @@ def spark_catalog_conf(cfg: PipelineConfig) -> dict[str, str]:
     conf = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.cache-enabled": "false"}
     conf.update({f"{prefix}.{k}": v for k, v in props.items()})
     return conf
+
+
+_READERS: dict[str, Callable[..., dict[str, str]]] = {
+    "jdbc": jdbc.pyiceberg_properties,
+    "rest": rest.pyiceberg_properties,
+}
+
+
+def pyiceberg_catalog(cfg: PipelineConfig) -> Catalog:
+    """The configured catalog opened with PyIceberg (no JVM); :class:`UnsupportedByReader` when it can't be."""
+    from pyiceberg.catalog import load_catalog
+
+    return load_catalog(cfg.catalog.name, **_READERS[cfg.catalog.type](cfg.catalog, cfg.resolve))
 
 
 def check_reachable(cfg: PipelineConfig) -> None:

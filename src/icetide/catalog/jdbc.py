@@ -9,8 +9,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from icetide.catalog.fileio import fileio_properties as _fileio
 from icetide.config.catalog import JdbcCatalog
-from icetide.errors import ConfigError
+from icetide.errors import ConfigError, UnsupportedByReader
 
 SQLITE = "jdbc:sqlite:"
 
@@ -39,6 +40,18 @@ def catalog_properties(cfg: JdbcCatalog, resolve: Callable[[str], str]) -> dict[
         props["jdbc.password"] = cfg.password.get_secret_value()
     props.update(cfg.properties)
     return props
+
+
+def pyiceberg_properties(cfg: JdbcCatalog, resolve: Callable[[str], str]) -> dict[str, str]:
+    """PyIceberg ``SqlCatalog`` properties for the same catalog (SQLite only: PyIceberg speaks
+    SQLAlchemy, not JDBC; other JDBC databases raise :class:`UnsupportedByReader`)."""
+    db = sqlite_path(cfg, resolve)
+    if db is None:
+        raise UnsupportedByReader(f"catalog.uri: {cfg.uri.split('?')[0].split('//')[0]}… is read with Spark "
+                                  "(only jdbc:sqlite: catalogs are read without a JVM)")
+    wh = warehouse_location(cfg, resolve)
+    return {"type": "sql", "uri": f"sqlite:///{db.resolve()}",
+            "warehouse": wh if "://" in wh else Path(wh).resolve().as_uri(), **_fileio(cfg.properties)}
 
 
 def check(cfg: JdbcCatalog, resolve: Callable[[str], str]) -> None:

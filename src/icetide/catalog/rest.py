@@ -8,6 +8,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
+from icetide.catalog.fileio import fileio_properties as _fileio
 from icetide.config.catalog import RestCatalog
 from icetide.errors import ServiceUnreachableError
 
@@ -21,6 +22,19 @@ def catalog_properties(cfg: RestCatalog, resolve: Callable[[str], str]) -> dict[
     if cfg.token:
         props["token"] = cfg.token.get_secret_value()
     props.update(cfg.properties)
+    return props
+
+
+def pyiceberg_properties(cfg: RestCatalog, resolve: Callable[[str], str]) -> dict[str, str]:
+    """PyIceberg ``RestCatalog`` properties: the same server and credentials."""
+    props = {"type": "rest", "uri": cfg.uri}
+    if cfg.warehouse:
+        props["warehouse"] = cfg.warehouse
+    if cfg.credential:
+        props["credential"] = cfg.credential.get_secret_value()
+    if cfg.token:
+        props["token"] = cfg.token.get_secret_value()
+    props.update(_fileio(cfg.properties))
     return props
 
 

@@ -3,6 +3,7 @@ builds the SparkSession (commands that need no Spark call :func:`icetide.config.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,10 @@ from icetide.config.models import PipelineConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from icetide.lake.meta import MetaReader
+
+log = logging.getLogger(__name__)
 
 config_option = click.option(
     "--config", "-c", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
@@ -28,20 +33,46 @@ def load_with_session(config_path: Path) -> tuple[PipelineConfig, SparkSession]:
     return cfg, build_session(cfg)
 
 
+engine_option = click.option(
+    "--engine", type=click.Choice(["auto", "pyiceberg", "spark"]), default="auto", show_default=True,
+    help="How to read table metadata: PyIceberg (no JVM, fast), Spark, or auto (PyIceberg when it can "
+         "open the catalog).")
+
+
+def load_reader(config_path: Path, engine: str = "auto") -> tuple[PipelineConfig, MetaReader]:
+    """The validated config and a read-only view of its catalog; Spark starts only when asked for or
+    when PyIceberg cannot open the catalog (``auto``)."""
+    from icetide.errors import UnsupportedByReader
+    from icetide.lake.readers import open_reader
+
+    cfg = load_config(config_path)
+    if engine != "spark":
+        try:
+            return cfg, open_reader(cfg)
+        except UnsupportedByReader as e:
+            if engine == "pyiceberg":
+                raise
+            log.info("reading through Spark: %s", e)
+    from icetide.spark import build_session
+
+    return cfg, open_reader(cfg, build_session(cfg))
+
+
 namespaces_option = click.option("--namespace", "-n", "namespaces", multiple=True,
                                  help="Namespaces (default: health.namespaces, else the target's namespace).")
 tables_option = click.option("--table", "-t", "only_tables", multiple=True,
                              help="Only these tables (namespace.table); with --namespace, those too.")
 
 
-def tables_in(spark: SparkSession, cfg: PipelineConfig, namespaces: tuple[str, ...],
+def tables_in(source: MetaReader | SparkSession, cfg: PipelineConfig, namespaces: tuple[str, ...],
               tables: tuple[str, ...] = ()) -> list[str] | None:
     """``namespace.table`` of the named tables and of every table in ``namespaces``; None (the
     watched namespaces) when neither is given. Names are validated before any lookup."""
     from icetide.identifiers import validate_table
-    from icetide.lake.tables import list_tables
+    from icetide.lake.readers import as_reader
 
     named = [".".join(validate_table(t)) for t in tables]
     if not namespaces and not named:
         return None
-    return sorted({*named, *(t for ns in namespaces for t in list_tables(spark, cfg.catalog.name, ns))})
+    reader = as_reader(cfg, source)
+    return sorted({*named, *(t for ns in namespaces for t in reader.list_tables(ns))})

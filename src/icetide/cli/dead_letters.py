@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from icetide.app.output import console, emit_json, handle_errors, output_option
-from icetide.cli.common import config_option, load_with_session
+from icetide.cli.common import config_option, engine_option, load_reader, load_with_session
 
 
 @click.group("dead-letters")
@@ -38,15 +38,16 @@ def _filters(fn: FnT) -> FnT:
 @config_option
 @_filters
 @click.option("--all", "include_replayed", is_flag=True, help="Count replayed dead letters as pending too.")
+@engine_option
 @output_option
 @handle_errors
 def dead_letters_list(config_path: Path, error_class: str | None, topic: str | None, target_table: str | None,
-                      include_replayed: bool, output: str) -> None:
+                      include_replayed: bool, engine: str, output: str) -> None:
     """Dead letters grouped by error class, topic and target, with pending (not replayed) counts."""
     from icetide.ingest import dead_letters as dl
 
-    cfg, spark = load_with_session(config_path)
-    listing = dl.list_groups(spark, cfg, dl.Filters(error_class, topic, target_table, include_replayed))
+    cfg, reader = load_reader(config_path, engine)
+    listing = dl.list_groups(reader, cfg, dl.Filters(error_class, topic, target_table, include_replayed))
     if output == "json":
         emit_json({"table": listing.table, "total": listing.total, "pending": listing.pending,
                    "groups": listing.groups})

@@ -5,27 +5,31 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from icetide.app.output import console, emit_json, handle_errors, output_option
-from icetide.app.render import TIER_STYLE, health_table, human_bytes
-from icetide.cli.common import config_option, load_with_session, tables_in
+from icetide.app.render import TIER_STYLE, health_table, human_bytes, partition_table
+from icetide.cli.common import config_option, engine_option, load_reader, load_with_session, tables_in
 
 
 @click.command()
 @config_option
 @click.option("--namespace", "-n", "namespaces", multiple=True, help="Namespaces to scan (default: health.namespaces, "
               "else the target's namespace).")
-@click.option("--record/--no-record", default=False, help="Append this collection to the health history table.")
+@click.option("--record/--no-record", default=False, help="Append this collection to the health history table "
+              "(starts Spark to write it).")
+@engine_option
 @output_option
 @handle_errors
-def status(config_path: Path, namespaces: tuple[str, ...], record: bool, output: str) -> None:
+def status(config_path: Path, namespaces: tuple[str, ...], record: bool, engine: str, output: str) -> None:
     """Health of every table in the watched namespaces, worst first (metadata only)."""
     from icetide.health.watch import collect_all
 
-    cfg, spark = load_with_session(config_path)
-    tables = tables_in(spark, cfg, namespaces)
-    healths = collect_all(spark, cfg, tables, record=record)
+    if record:
+        cfg, spark = load_with_session(config_path)
+        healths = collect_all(spark, cfg, tables_in(spark, cfg, namespaces), record=True)
+    else:
+        cfg, reader = load_reader(config_path, engine)
+        healths = collect_all(reader, cfg, tables_in(reader, cfg, namespaces))
     if output == "json":
         emit_json([h.summary() for h in healths])
         return
@@ -35,32 +39,26 @@ def status(config_path: Path, namespaces: tuple[str, ...], record: bool, output:
 @click.command()
 @config_option
 @click.argument("table")
+@engine_option
 @output_option
 @handle_errors
-def health(config_path: Path, table: str, output: str) -> None:
+def health(config_path: Path, table: str, engine: str, output: str) -> None:
     """Per-partition health of TABLE (namespace.table), metadata only."""
     from icetide.health.collector import collect
     from icetide.identifiers import validate_table
 
     validate_table(table)
-    cfg, spark = load_with_session(config_path)
-    h = collect(spark, f"{cfg.catalog.name}.{table}", cfg.health.thresholds_for(table))
+    cfg, reader = load_reader(config_path, engine)
+    h = collect(reader, table, cfg.health.thresholds_for(table))
     if output == "json":
         emit_json({**h.summary(), "partitions": h.partition_rows()})
         return
-    console.print(f"[bold]{h.table}[/]: [{TIER_STYLE[h.tier]}]{h.tier}[/], score {h.score:.1f}; "
+    console.print(f"[bold]{table}[/]: [{TIER_STYLE[h.tier]}]{h.tier}[/], score {h.score:.1f}; "
                   f"{h.snapshots} snapshots, {h.manifests} manifests, metadata "
                   f"{human_bytes(h.metadata_file_bytes or 0)}, target file {human_bytes(h.target_file_bytes)}")
     for r in h.reasons:
         console.print(f"  {r}")
-    tbl = Table("partition", "tier", "score", "files", "small", "avg size", "rows", "pos del", "eq del",
-                "delete ratio", "hot")
-    for p in sorted(h.partitions, key=lambda p: (p.score, p.partition)):
-        tbl.add_row(p.partition or "(unpartitioned)", f"[{TIER_STYLE[p.tier]}]{p.tier}[/]", f"{p.score:.1f}",
-                    str(p.data_files), str(p.small_files), human_bytes(p.avg_file_bytes), str(p.records),
-                    str(p.position_delete_files), str(p.equality_delete_files), f"{p.delete_ratio:.1%}",
-                    "hot" if p.hot else "")
-    console.print(tbl)
+    partition_table(h)
 
 
 @click.command()
@@ -68,29 +66,35 @@ def health(config_path: Path, table: str, output: str) -> None:
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("icetide-report.html"),
               show_default=True, help="HTML file to write.")
 @click.option("--hours", default=24 * 7, show_default=True, help="History window.")
-@click.option("--collect/--no-collect", default=True, show_default=True,
-              help="Collect and record health now before rendering.")
+@click.option("--collect/--no-collect", default=False, show_default=True,
+              help="Collect and record health first (starts Spark to write the history table).")
+@engine_option
 @handle_errors
-def report(config_path: Path, out_path: Path, hours: float, collect: bool) -> None:
-    """Write a self-contained HTML report with plots over time from the health history."""
-    from icetide.health.report import history_rows, maintenance_rows, render
-    from icetide.health.watch import collect_all
+def report(config_path: Path, out_path: Path, hours: float, collect: bool, engine: str) -> None:
+    """Write a self-contained HTML report with interactive charts over time from the health history."""
+    from icetide.health.report import build
 
-    cfg, spark = load_with_session(config_path)
     if collect:
+        from icetide.health.watch import collect_all
+        from icetide.lake.readers import open_reader
+
+        cfg, spark = load_with_session(config_path)
         collect_all(spark, cfg, record=True)
-    rows = history_rows(spark, cfg.catalog.name, cfg.health.history_table, hours)
-    actions = maintenance_rows(spark, cfg.catalog.name, cfg.maintenance.log_table, hours)
-    out_path.write_text(render(rows, actions))
-    console.print(f"[green]✓[/] wrote {out_path} ({len(rows)} collections)")
+        reader = open_reader(cfg, spark)
+    else:
+        cfg, reader = load_reader(config_path, engine)
+    rows = build(reader, cfg, hours)
+    out_path.write_text(rows.html)
+    console.print(f"[green]✓[/] wrote {out_path} ({rows.collections} collections)")
 
 
 @click.command()
 @config_option
 @click.option("--once", is_flag=True, help="Collect once, serve for --for seconds, exit (for checks).")
 @click.option("--for", "duration", type=float, default=None, help="Stop after this many seconds.")
+@engine_option
 @handle_errors
-def metrics(config_path: Path, once: bool, duration: float | None) -> None:
+def metrics(config_path: Path, once: bool, duration: float | None, engine: str) -> None:
     """Serve a Prometheus endpoint with health figures, collected every health.interval."""
 
     from prometheus_client import REGISTRY, start_http_server
@@ -99,11 +103,36 @@ def metrics(config_path: Path, once: bool, duration: float | None) -> None:
     from icetide.health.metrics import HealthCollector, MetricsLoop
     from icetide.health.watch import collect_all
 
-    cfg, spark = load_with_session(config_path)
+    cfg, reader = load_reader(config_path, engine)
     collector = HealthCollector(cfg.health.max_partitions_exported)
     REGISTRY.register(collector)
-    collector.update(collect_all(spark, cfg))
+    collector.update(collect_all(reader, cfg))
     start_http_server(cfg.health.metrics_port, addr=cfg.health.metrics_host)
     console.print(f"serving metrics on http://{cfg.health.metrics_host}:{cfg.health.metrics_port}/metrics")
     every = float("inf") if once else interval_seconds(cfg.health.interval)
-    MetricsLoop(spark, cfg, collector, every).stop_on_signals().run(duration)
+    MetricsLoop(reader, cfg, collector, every).stop_on_signals().run(duration)
+
+
+@click.command()
+@config_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
+@click.option("--port", default=8765, show_default=True, help="Port to serve on.")
+@click.option("--interval", default=5.0, show_default=True, help="Seconds between collections.")
+@click.option("--hours", default=24.0, show_default=True, help="Recorded history shown with the live series.")
+@click.option("--for", "duration", type=float, default=None, help="Stop after this many seconds.")
+@engine_option
+@handle_errors
+def ui(config_path: Path, host: str, port: int, interval: float, hours: float, duration: float | None,
+       engine: str) -> None:
+    """Serve a live dashboard: tables worst-first, partitions, series, the plan, actions, dead letters."""
+    from icetide.app.dashboard import DashboardLoop, serve
+
+    cfg, reader = load_reader(config_path, engine)
+    loop = DashboardLoop(reader, cfg, interval, hours)
+    loop.tick()  # the first state before the page is served
+    server = serve(loop, host, port)
+    console.print(f"icetide dashboard on http://{host}:{server.server_address[1]}/ (Ctrl-C to stop)")
+    try:
+        loop.stop_on_signals().run(duration)
+    finally:
+        server.shutdown()

@@ -2,7 +2,7 @@
 
 Commands are grouped by area: :mod:`icetide.cli.pipeline` (setup, kafka, check, run, offsets,
 demo), :mod:`icetide.cli.dead_letters`, :mod:`icetide.cli.health` (status, health, report,
-metrics), :mod:`icetide.cli.maintenance` (plan, maintain).
+metrics, ui), :mod:`icetide.cli.maintenance` (plan, maintain).
 """
 
 from __future__ import annotations
@@ -16,15 +16,16 @@ from icetide.cli import dead_letters, health, maintenance, pipeline
 
 @click.group()
 @click.version_option(__version__, prog_name="icetide")
-@click.option("--verbose", "-v", is_flag=True, help="Debug logging.")
-def cli(verbose: bool) -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Debug logging; Spark's own log lines on the terminal.")
+@click.option("--quiet", "-q", is_flag=True, help="Only warnings, errors and --output json (for scripts).")
+def cli(verbose: bool, quiet: bool) -> None:
     """icetide: Kafka → Apache Iceberg on Spark, exactly once, with table upkeep."""
-    setup_logging(verbose)
+    setup_logging(verbose, quiet)
 
 
 for command in (pipeline.setup, pipeline.kafka, pipeline.check, pipeline.run, pipeline.offsets,
                 dead_letters.dead_letters, health.status, health.health, maintenance.plan, maintenance.maintain,
-                health.report, health.metrics, pipeline.demo):
+                health.report, health.metrics, health.ui, pipeline.demo):
     cli.add_command(command)
 
 

@@ -8,22 +8,31 @@ import click
 
 from icetide.app.output import emit_json, handle_errors, output_option
 from icetide.app.render import print_actions, print_plans
-from icetide.cli.common import config_option, load_with_session, namespaces_option, tables_in, tables_option
+from icetide.cli.common import (
+    config_option,
+    engine_option,
+    load_reader,
+    load_with_session,
+    namespaces_option,
+    tables_in,
+    tables_option,
+)
 
 
 @click.command()
 @config_option
 @namespaces_option
 @tables_option
+@engine_option
 @output_option
 @handle_errors
-def plan(config_path: Path, namespaces: tuple[str, ...], only_tables: tuple[str, ...], output: str) -> None:
-    """Dry run: what maintenance would do to each table, in priority order, and why."""
+def plan(config_path: Path, namespaces: tuple[str, ...], only_tables: tuple[str, ...], engine: str,
+         output: str) -> None:
+    """Dry run: what maintenance would do to each table, in priority order, and why (reads only)."""
     from icetide.maintenance.cycle import plan_all
 
-    cfg, spark = load_with_session(config_path)
-    tables = tables_in(spark, cfg, namespaces, only_tables)
-    plans = plan_all(spark, cfg, tables)
+    cfg, reader = load_reader(config_path, engine)
+    plans = plan_all(reader, cfg, tables_in(reader, cfg, namespaces, only_tables))
     if output == "json":
         emit_json([p.as_dict() for p in plans])
     else:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from icetide import jvm
 from icetide.app.output import console, emit_json, handle_errors, output_option
-from icetide.cli.common import config_option, load_with_session
+from icetide.cli.common import config_option, engine_option, load_reader
 from icetide.config import load_config
 
 
@@ -97,15 +97,15 @@ def run(config_path: Path, duration: float | None, until_idle: bool) -> None:
 
 @click.command()
 @config_option
+@engine_option
 @output_option
 @handle_errors
-def offsets(config_path: Path, output: str) -> None:
+def offsets(config_path: Path, engine: str, output: str) -> None:
     """Which Kafka offsets each table of the pipeline holds (from the tables themselves)."""
-    from icetide.app.runner import table_watermarks
-    from icetide.ingest.sink import BatchWriter
+    from icetide.lake.offsets import pipeline_watermarks
 
-    cfg, spark = load_with_session(config_path)
-    wms = table_watermarks(spark, BatchWriter(spark, cfg, "inspect"))
+    cfg, reader = load_reader(config_path, engine)
+    wms = pipeline_watermarks(reader, cfg)
     data = {t: {"run": w.run, "batch": w.batch, "committed_at_ms": w.committed_at_ms,
                 "next_offsets": json.loads(w.encode())} for t, w in wms.items()}
     if output == "json":

@@ -92,13 +92,12 @@ def maintenance(spark, cfg) -> None:  # type: ignore[no-untyped-def]
 
 def health_report(spark, cfg, demo_dir) -> None:  # type: ignore[no-untyped-def]
     """Table health after maintenance, recorded to history, and the HTML report."""
-    from icetide.health.report import history_rows, maintenance_rows, render
+    from icetide.health.report import build
 
     health_table(collect_all(spark, cfg, record=True, alert=False), "Table health after maintenance "
                  "(metadata only)")
     page = demo_dir / "report.html"
-    page.write_text(render(history_rows(spark, cfg.catalog.name, cfg.health.history_table, 24),
-                           maintenance_rows(spark, cfg.catalog.name, cfg.maintenance.log_table, 24)))
+    page.write_text(build(spark, cfg, 24).html)
     console.print(f"[green]✓[/] HTML health report: {page}")
 
 

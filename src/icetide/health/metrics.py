@@ -13,6 +13,8 @@ from prometheus_client.registry import Collector
 from icetide.config.models import PipelineConfig
 from icetide.health.model import TableHealth
 from icetide.health.score import TIERS
+from icetide.lake.meta import MetaReader
+from icetide.lake.readers import as_reader
 from icetide.loops import LoopService
 
 if TYPE_CHECKING:
@@ -86,11 +88,13 @@ class MetricsLoop(LoopService):
 
     name = "metrics"
 
-    def __init__(self, spark: SparkSession, cfg: PipelineConfig, collector: HealthCollector, every: float) -> None:
+    def __init__(self, source: MetaReader | SparkSession, cfg: PipelineConfig, collector: HealthCollector,
+                 every: float) -> None:
         super().__init__(every)
-        self.spark, self.cfg, self.collector = spark, cfg, collector
+        self.reader, self.cfg, self.collector = as_reader(cfg, source), cfg, collector
 
     def tick(self) -> None:
         from icetide.health.watch import collect_all
 
-        self.collector.update(collect_all(self.spark, self.cfg))
+        self.reader = self.reader.fresh()
+        self.collector.update(collect_all(self.reader, self.cfg))

@@ -1,112 +1,113 @@
-"""`icetide report`: one self-contained HTML page with plots over time from the health history.
+"""`icetide report`: one self-contained HTML page with interactive charts from the health history.
 
-Plots are matplotlib SVGs inlined in the page (no network, no JavaScript), so the file can be
-mailed, archived or served as is.
+Charts are the dashboard's (:mod:`icetide.health.charts`), rendered by Vega's JavaScript inlined in
+the page (no network), so the file can be mailed, archived or served as is.
 """
 
 from __future__ import annotations
 
 import html
-import io
-from datetime import datetime
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from icetide.config.models import PipelineConfig
+from icetide.health import charts
 from icetide.identifiers import validate_table
+from icetide.lake.meta import MetaReader
+from icetide.lake.readers import as_reader
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-PLOTS: list[tuple[str, str, str]] = [
-    ("data_files", "Data files", "files"),
-    ("avg_file_bytes", "Average data file size", "MiB"),
-    ("commits_last_hour", "Commits in the last hour", "commits/h"),
-    ("delete_ratio", "Delete ratio (deleted rows / data rows)", "ratio"),
-    ("freshness_ms", "Freshness (newest Kafka timestamp → commit)", "s"),
-    ("commit_latency_ms", "Commit latency (commit − batch planned)", "s"),
-    ("score", "Health score", "0-100"),
-]
-_SCALE = {"avg_file_bytes": 1 / (1024 * 1024), "commit_latency_ms": 1 / 1000, "freshness_ms": 1 / 1000}
+_HISTORY_COLUMNS = ["collected_at", "table_name", "level", "score", "tier", "data_files", "avg_file_bytes",
+                    "commits_last_hour", "delete_ratio", "commit_latency_ms", "freshness_ms", "small_files",
+                    "snapshots", "manifests", "kafka_lag", "reasons"]
+_ACTION_COLUMNS = ["started_at", "table_name", "step", "outcome", "files_in", "files_out", "seconds", "reason"]
 
 
-def history_rows(spark: SparkSession, catalog: str, history_table: str, since_hours: float) -> list[Any]:
-    ns, name = validate_table(history_table, "health.history_table")
-    return spark.sql(
-        f"SELECT collected_at, table_name, score, tier, data_files, avg_file_bytes, commits_last_hour, "
-        f"delete_ratio, commit_latency_ms, freshness_ms, small_files, snapshots, manifests, reasons "
-        f"FROM {catalog}.{ns}.{name} WHERE level = 'table' "
-        f"AND collected_at >= current_timestamp() - make_dt_interval(0, 0, 0, {float(since_hours) * 3600}) "
-        f"ORDER BY collected_at"
-    ).collect()
-
-
-def maintenance_rows(spark: SparkSession, catalog: str, log_table: str, since_hours: float) -> list[Any]:
-    """Recent maintenance actions (empty if none were recorded yet)."""
-    from icetide.lake.tables import table_exists
-
-    ns, name = validate_table(log_table, "maintenance.log_table")
-    fq = f"{catalog}.{ns}.{name}"
-    if not table_exists(spark, fq):
+def history_rows(source: MetaReader | SparkSession, cfg: PipelineConfig, since_hours: float) -> list[dict[str, Any]]:
+    """Table-level health collections of the window, oldest first (empty before the first one)."""
+    reader = as_reader(cfg, source)
+    table = ".".join(validate_table(cfg.health.history_table, "health.history_table"))
+    if not reader.exists(table):
         return []
-    return spark.sql(
-        f"SELECT started_at, table_name, step, outcome, files_in, files_out, seconds, reason FROM {fq} "
-        f"WHERE started_at >= current_timestamp() - make_dt_interval(0, 0, 0, {float(since_hours) * 3600}) "
-        f"ORDER BY started_at DESC LIMIT 200"
-    ).collect()
+    rows = [r for r in reader.rows(table, _HISTORY_COLUMNS, ("collected_at", _since(since_hours)))
+            if r["level"] == "table"]
+    return sorted(rows, key=lambda r: r["collected_at"])
 
 
-def _svg(series: dict[str, list[tuple[datetime, float]]], title: str, unit: str) -> str:
-    import matplotlib
+def maintenance_rows(source: MetaReader | SparkSession, cfg: PipelineConfig,
+                     since_hours: float, limit: int = 200) -> list[dict[str, Any]]:
+    """The window's maintenance actions, newest first (empty if none were recorded yet)."""
+    reader = as_reader(cfg, source)
+    table = ".".join(validate_table(cfg.maintenance.log_table, "maintenance.log_table"))
+    if not reader.exists(table):
+        return []
+    rows = reader.rows(table, _ACTION_COLUMNS, ("started_at", _since(since_hours)))
+    return sorted(rows, key=lambda r: r["started_at"], reverse=True)[:limit]
 
-    matplotlib.use("Agg")
-    import matplotlib.dates as mdates
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.2, 2.8))
-    for table, points in sorted(series.items()):
+def _since(hours: float) -> int:
+    return int((time.time() - float(hours) * 3600) * 1000)
+
+
+@dataclass
+class Report:
+    html: str
+    collections: int  # health collections recorded in the window (of the table seen most)
+
+
+def build(source: MetaReader | SparkSession, cfg: PipelineConfig, hours: float) -> Report:
+    """The report of the last ``hours``: history, current partitions (heatmap) and maintenance actions."""
+    from icetide.health.watch import collect_all
+
+    reader = as_reader(cfg, source)
+    rows = history_rows(reader, cfg, hours)
+    now = collect_all(reader, cfg, alert=False)
+    return Report(render(rows, maintenance_rows(reader, cfg, hours), partitions=charts.partition_cells(now)),
+                  max(Counter(r["table_name"] for r in rows).values(), default=0))
+
+
+def figures(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(figure, Vega-Lite spec) of every series with at least one point."""
+    out = []
+    for key, title, unit, scale in charts.SERIES:
+        points = charts.series_points(rows, key, scale)
         if points:
-            xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.4, label=table)
-    ax.set_title(title, fontsize=10)
-    ax.set_ylabel(unit, fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))
-    ax.grid(alpha=0.3)
-    if len(series) <= 8:
-        ax.legend(fontsize=7, loc="best")
-    fig.autofmt_xdate()
-    fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    plt.close(fig)
-    text = buf.getvalue()
-    return text[text.index("<svg"):]
+            out.append((key, charts.timeseries(points, title, unit)))
+    return out
 
 
-def render(rows: list[Any], actions: list[Any] | None = None, generated_at: datetime | None = None) -> str:
-    generated_at = generated_at or datetime.now()
+def render(rows: list[dict[str, Any]], actions: list[dict[str, Any]] | None = None,
+           generated_at: datetime | None = None, partitions: list[dict[str, Any]] | None = None) -> str:
+    """One self-contained page (Vega's JavaScript inlined; no network needed to open it)."""
+    generated_at = generated_at or datetime.now(UTC)
     latest: dict[str, Any] = {}
     for r in rows:
         latest[r["table_name"]] = r
-    plots = []
-    for key, title, unit in PLOTS:
-        series: dict[str, list[tuple[datetime, float]]] = {}
-        for r in rows:
-            if r[key] is not None:
-                series.setdefault(r["table_name"], []).append((r["collected_at"], float(r[key]) * _SCALE.get(key, 1)))
-        if series:
-            plots.append(f'<figure class="plot" data-metric="{key}">{_svg(series, title, unit)}</figure>')
+    specs = figures(rows)
+    if partitions:
+        specs.insert(0, ("partitions", charts.heatmap(partitions)))
+    plots = "".join(f'<figure class="plot" data-metric="{key}"><div id="chart-{key}"></div></figure>'
+                    for key, _ in specs)
+    embed = "".join(f"vegaEmbed('#chart-{key}', {_json(spec)}, {{actions: false, renderer: 'svg'}});"
+                    for key, spec in specs)
     table_rows = "".join(
-        f"<tr class='{html.escape(r['tier'])}'><td>{html.escape(t)}</td><td>{html.escape(r['tier'])}</td>"
-        f"<td>{r['score']:.0f}</td><td>{r['data_files']}</td><td>{r['small_files']}</td>"
-        f"<td>{(r['avg_file_bytes'] or 0) / 1048576:.2f} MiB</td><td>{r['delete_ratio']:.3f}</td>"
-        f"<td>{r['snapshots']}</td><td>{r['manifests']}</td></tr>"
+        f"<tr class='{html.escape(r['tier'])}'><td>{html.escape(charts.short_name(t))}</td>"
+        f"<td>{html.escape(r['tier'])}</td><td>{r['score']:.0f}</td><td>{r['data_files']}</td>"
+        f"<td>{r['small_files']}</td><td>{(r['avg_file_bytes'] or 0) / 1048576:.2f} MiB</td>"
+        f"<td>{r['delete_ratio']:.3f}</td><td>{r['snapshots']}</td><td>{r['manifests']}</td></tr>"
         for t, r in sorted(latest.items(), key=lambda kv: kv[1]["score"])
     )
     action_rows = "".join(
         f"<tr class='{html.escape(a['outcome'])}'><td>{a['started_at']:%Y-%m-%d %H:%M:%S}</td>"
-        f"<td>{html.escape(a['table_name'])}</td><td>{html.escape(a['step'])}</td>"
+        f"<td>{html.escape(charts.short_name(a['table_name']))}</td><td>{html.escape(a['step'])}</td>"
         f"<td>{html.escape(a['outcome'])}</td><td>{a['files_in'] if a['files_in'] is not None else ''} → "
-        f"{a['files_out'] if a['files_out'] is not None else ''}</td><td>{a['seconds']:.1f}</td>"
+        f"{a['files_out'] if a['files_out'] is not None else ''}</td><td>{a['seconds'] or 0:.1f}</td>"
         f"<td>{html.escape(a['reason'] or '')[:300]}</td></tr>"
         for a in (actions or [])
     )
@@ -122,15 +123,25 @@ body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
 table {{ border-collapse: collapse; margin: 1em 0; }} td, th {{ padding: 4px 10px; border-bottom: 1px solid #ddd; }}
 tr.critical td:nth-child(2) {{ color: #b00; font-weight: bold; }} tr.warning td:nth-child(2) {{ color: #b80; }}
 tr.healthy td:nth-child(2) {{ color: #080; }}
-.plots {{ display: flex; flex-wrap: wrap; gap: 1em; }} figure.plot {{ margin: 0; }}
+.plots {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(480px, 1fr)); gap: 1em; }}
+figure.plot {{ margin: 0; }} figure.plot > div {{ width: 100%; }}
+figure.plot[data-metric="partitions"] {{ grid-column: 1 / -1; }}
 </style></head><body>
 <h1>icetide health report</h1>
-<p>Generated {generated_at:%Y-%m-%d %H:%M:%S}; {len(rows)} collections of {len(latest)} tables.</p>
+<p>Generated {generated_at:%Y-%m-%d %H:%M:%S} UTC; {len(rows)} collections of {len(latest)} tables.
+Charts: drag or scroll to zoom, hover for values.</p>
 <h2>Now (worst first)</h2>
 <table><tr><th>table</th><th>tier</th><th>score</th><th>data files</th><th>small</th><th>avg size</th>
 <th>delete ratio</th><th>snapshots</th><th>manifests</th></tr>{table_rows}</table>
-<h2>Over time</h2><div class="plots">{"".join(plots)}</div>
+<h2>Over time</h2><div class="plots">{plots}</div>
 <h2>Maintenance actions</h2>
 {maintenance}
+<script>{charts.vega_bundle()}</script>
+<script>{embed}</script>
 </body></html>
 """
+
+
+def _json(spec: dict[str, Any]) -> str:
+    """JSON safe inside a <script> element."""
+    return json.dumps(spec, default=str).replace("</", "<\\/")

@@ -9,7 +9,8 @@ from icetide.config.models import PipelineConfig
 from icetide.health import alerts, history
 from icetide.health.collector import collect
 from icetide.health.model import TableHealth
-from icetide.lake.tables import list_tables
+from icetide.lake.meta import MetaReader
+from icetide.lake.readers import as_reader
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -21,13 +22,15 @@ def namespaces(cfg: PipelineConfig) -> list[str]:
     return cfg.health.namespaces or cfg.target.namespaces()
 
 
-def add_kafka_lag(spark: SparkSession, cfg: PipelineConfig, healths: list[TableHealth]) -> None:
+def add_kafka_lag(source: MetaReader | SparkSession, cfg: PipelineConfig, healths: list[TableHealth]) -> None:
     """Records in Kafka not yet in each table, for the configured pipeline (if Kafka answers)."""
-    from icetide.health.collector import table_properties, watermarks
+    from icetide.health.collector import watermarks
+    from icetide.identifiers import TableRef
     from icetide.ingest.source import high_watermarks, list_partitions
 
-    wanted = {h.table: watermarks(table_properties(spark, h.table)).get(cfg.name) for h in healths
-              if cfg.name in h.icetide_pipelines}
+    reader = as_reader(cfg, source)
+    wanted = {h.table: watermarks(reader.properties(TableRef.parse(h.table, reader.catalog).short)).get(cfg.name)
+              for h in healths if cfg.name in h.icetide_pipelines}
     tps = sorted({tp for wm in wanted.values() if wm for tp in wm.offsets})
     if not tps:
         return
@@ -43,18 +46,20 @@ def add_kafka_lag(spark: SparkSession, cfg: PipelineConfig, healths: list[TableH
             h.kafka_lag = sum(max(0, ends[tp] - off) for tp, off in wm.offsets.items() if tp in ends)
 
 
-def collect_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
+def collect_all(source: MetaReader | SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
                 record: bool = False, alert: bool = True) -> list[TableHealth]:
-    """Collect every watched table, worst first; optionally record history and emit alerts."""
-    cat = cfg.catalog.name
-    names = tables if tables is not None else [t for ns in namespaces(cfg) for t in list_tables(spark, cat, ns)]
+    """Collect every watched table, worst first; optionally record history (needs Spark) and emit alerts."""
+    reader = as_reader(cfg, source)
+    names = tables if tables is not None else [t for ns in namespaces(cfg) for t in reader.list_tables(ns)]
     if record:
         names = [t for t in names if t != cfg.health.history_table]
-    healths = [collect(spark, f"{cat}.{t}", cfg.health.thresholds_for(t)) for t in names]
-    add_kafka_lag(spark, cfg, healths)
+    healths = [collect(reader, t, cfg.health.thresholds_for(t)) for t in names]
+    add_kafka_lag(reader, cfg, healths)
     healths.sort(key=lambda h: (h.score, -h.max_partition_files))
     if alert:
         alerts.emit([e for h in healths for e in alerts.alerts(h)], cfg.health.webhook_url)
     if record:
-        history.record(spark, cat, cfg.health.history_table, healths)
+        if not hasattr(source, "sparkContext"):
+            raise TypeError("recording health history writes a table: pass a SparkSession")
+        history.record(source, cfg.catalog.name, cfg.health.history_table, healths)  # type: ignore[arg-type]
     return healths

@@ -24,6 +24,8 @@ from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
 from icetide.identifiers import validate_pipeline, validate_topic
 from icetide.ingest.source import client_conf
+from icetide.lake.meta import MetaReader
+from icetide.lake.readers import as_reader
 from icetide.lake.tables import ensure_table, table_exists
 
 if TYPE_CHECKING:
@@ -54,6 +56,12 @@ class Filters:
             cond = cond & (F.col("target_table") == F.lit(self.target_table))
         return cond
 
+    def matches(self, row: dict[str, Any]) -> bool:
+        """:meth:`condition` on a row read by a :class:`~icetide.lake.meta.MetaReader`."""
+        return ((not self.error_class or row["error_class"] == self.error_class)
+                and (not self.topic or row["_kafka_topic"] == self.topic)
+                and (not self.target_table or row["target_table"] == self.target_table))
+
 
 @dataclass
 class Listing:
@@ -79,28 +87,44 @@ def pending(spark: SparkSession, cfg: PipelineConfig, filters: Filters) -> DataF
     return rows
 
 
-def list_groups(spark: SparkSession, cfg: PipelineConfig, filters: Filters) -> Listing:
-    dlq, _log = _tables(cfg)
-    out = Listing(dlq)
-    everything = pending(spark, cfg, Filters(filters.error_class, filters.topic, filters.target_table, True))
-    if everything is None:
+def list_groups(source: MetaReader | SparkSession, cfg: PipelineConfig, filters: Filters) -> Listing:
+    """Dead letters of this pipeline by class, topic and target: counts, pending, first/last, an example."""
+    reader = as_reader(cfg, source)
+    dlq, log = cfg.dead_letter.table, cfg.dead_letter.replay_log()
+    out = Listing(f"{reader.catalog}.{dlq}")
+    if not reader.exists(dlq):
         return out
-    waiting = pending(spark, cfg, Filters(filters.error_class, filters.topic, filters.target_table, False))
-    assert waiting is not None
-    totals = {(r[0], r[1], r[2]): r for r in everything.groupBy("error_class", "_kafka_topic", "target_table").agg(
-        F.count(F.lit(1)).alias("n"), F.min("dead_lettered_at").alias("first"),
-        F.max("dead_lettered_at").alias("last"), F.first("error_message").alias("example")).collect()}
-    open_ = {(r[0], r[1], r[2]): int(r[3]) for r in waiting.groupBy(
-        "error_class", "_kafka_topic", "target_table").count().collect()}
-    for key, r in sorted(totals.items(), key=lambda kv: (-int(kv[1]["n"]), str(kv[0]))):
+    replayed = ({(r["_kafka_topic"], r["_kafka_partition"], r["_kafka_offset"]) for r in reader.rows(log, KEYS)}
+                if reader.exists(log) else set())
+    pipeline = validate_pipeline(cfg.name)
+    groups: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+    for r in reader.rows(dlq, ["pipeline", "error_class", "_kafka_topic", "target_table", "dead_lettered_at",
+                               "error_message", "_kafka_partition", "_kafka_offset"]):
+        if r["pipeline"] != pipeline or not filters.matches(r):
+            continue
+        g = groups.setdefault((r["error_class"], r["_kafka_topic"], r["target_table"]), {
+            "count": 0, "pending": 0, "first": r["dead_lettered_at"], "last": r["dead_lettered_at"],
+            "example": r["error_message"]})
+        g["count"] += 1
+        g["pending"] += (r["_kafka_topic"], r["_kafka_partition"], r["_kafka_offset"]) not in replayed
+        at = r["dead_lettered_at"]
+        if at is not None:
+            if g["first"] is None or at < g["first"]:
+                g["first"], g["example"] = at, r["error_message"]
+            g["last"] = at if g["last"] is None or at > g["last"] else g["last"]
+    for key, g in sorted(groups.items(), key=lambda kv: (-kv[1]["count"], str(kv[0]))):
         out.groups.append({
-            "error_class": key[0], "topic": key[1], "target_table": key[2], "count": int(r["n"]),
-            "pending": open_.get(key, 0), "first": str(r["first"]), "last": str(r["last"]),
-            "example_message": r["example"],
+            "error_class": key[0], "topic": key[1], "target_table": key[2], "count": g["count"],
+            "pending": g["count"] if filters.include_replayed else g["pending"],
+            "first": _when(g["first"]), "last": _when(g["last"]), "example_message": g["example"],
         })
     out.total = sum(g["count"] for g in out.groups)
     out.pending = sum(g["pending"] for g in out.groups)
     return out
+
+
+def _when(at: Any) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S") if at is not None else "-"
 
 
 def replay(spark: SparkSession, cfg: PipelineConfig, filters: Filters, dry_run: bool = False,

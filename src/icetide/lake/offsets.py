@@ -33,6 +33,9 @@ from icetide.identifiers import validate_pipeline
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from icetide.config.models import PipelineConfig
+    from icetide.lake.meta import MetaReader, Snapshot
+
 PREFIX = "icetide."
 K_PIPELINE = "icetide.pipeline"
 K_RUN = "icetide.run"
@@ -234,11 +237,27 @@ def read_watermark(spark: SparkSession, table: str, pipeline: str) -> Watermark 
         f"WHERE h.is_current_ancestor AND s.summary['{K_PIPELINE}'] = '{pipeline}' {since}"
         f"ORDER BY h.made_current_at DESC, s.committed_at DESC"
     ).collect()
-    if not rows:
+    return fold_watermark(base, [(dict(r["summary"]), int(r["ts"])) for r in rows])
+
+
+def watermark_from(props: dict[str, str], snapshots: list[Snapshot], pipeline: str) -> Watermark | None:
+    """:func:`read_watermark` from facts a :class:`~icetide.lake.meta.MetaReader` returns (no Spark)."""
+    validate_pipeline(pipeline)
+    prop = props.get(PROPERTY_PREFIX + pipeline)
+    base = Watermark.from_property(prop) if prop else None
+    floor = int(base.committed_at_ms) - MIRROR_SLACK_MS if base else None
+    tagged = sorted((s for s in snapshots if s.ancestry is not None and s.summary.get(K_PIPELINE) == pipeline
+                     and (floor is None or s.committed_at_ms >= floor)), key=lambda s: s.ancestry or 0)
+    return fold_watermark(base, [(s.summary, s.committed_at_ms) for s in tagged])
+
+
+def fold_watermark(base: Watermark | None, tagged: list[tuple[dict[str, str], int]]) -> Watermark | None:
+    """The property's watermark ``base`` folded with the pipeline's tagged ancestors (newest first)."""
+    if not tagged:
         return base
-    newest = Watermark.from_summary(dict(rows[0]["summary"]), int(rows[0]["ts"]))
-    for r in rows[1:]:
-        newest.fold(Watermark.from_summary(dict(r["summary"])).offsets)
+    newest = Watermark.from_summary(tagged[0][0], tagged[0][1])
+    for summary, _ in tagged[1:]:
+        newest.fold(Watermark.from_summary(summary).offsets)
     if base is not None:
         newest.fold(base.offsets)
     return newest
@@ -314,3 +333,18 @@ def set_property(spark: SparkSession, table: str, pipeline: str, wm: Watermark) 
     if not set(value) <= _SAFE_PROPERTY_VALUE:
         raise ValueError(f"refusing to write an unexpected watermark value: {value[:200]}")
     spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{PROPERTY_PREFIX}{validate_pipeline(pipeline)}' = '{value}')")
+
+
+def pipeline_watermarks(reader: MetaReader, cfg: PipelineConfig) -> dict[str, Watermark]:
+    """Every table of the pipeline holding its offsets (its target or routed tables, dead letters),
+    by ``catalog.namespace.table``; what ``icetide offsets`` shows. Reads metadata only."""
+    t = cfg.target
+    names = ({t.table} if t.table is not None else
+             {n for ns in t.namespaces() for n in reader.list_tables(ns)} - cfg.own_tables())
+    out = {}
+    for name in sorted(names | {cfg.dead_letter.table}):
+        if reader.exists(name):
+            wm = watermark_from(reader.properties(name), reader.snapshots(name), cfg.name)
+            if wm is not None:
+                out[f"{reader.catalog}.{name}"] = wm
+    return out

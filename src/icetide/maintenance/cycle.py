@@ -7,15 +7,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pyspark.sql import functions as F
-
-from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.config.policy import MaintenancePolicy
 from icetide.health.watch import collect_all, namespaces
 from icetide.identifiers import TableRef
-from icetide.lake.tables import list_tables, table_exists
-from icetide.maintenance import layout, partitions, retention, telemetry
+from icetide.lake.meta import MetaReader
+from icetide.lake.readers import as_reader
+from icetide.maintenance import layout, retention, telemetry
 from icetide.maintenance.executor import ActionRecord, Budget, Executor, last_maintained
 from icetide.maintenance.planner import TablePlan, order, plan_table
 
@@ -25,55 +23,40 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def plan_all(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
+def plan_all(source: MetaReader | SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
              now_ms: int | None = None) -> list[TablePlan]:
-    """Plans for every watched table (except icetide's own bookkeeping tables), highest priority first."""
-    cat = cfg.catalog.name
+    """Plans for every watched table (except icetide's own bookkeeping tables), highest priority first.
+
+    Reads only (a SparkSession or a JVM-free reader give the same plans): this is ``icetide plan``."""
+    reader = as_reader(cfg, source)
     # the tables a cycle itself appends to while it runs (icetide's other tables are maintained)
     own = {cfg.health.history_table, cfg.maintenance.log_table, cfg.maintenance.telemetry_table}
-    names = tables if tables is not None else [t for ns in namespaces(cfg) for t in list_tables(spark, cat, ns)]
-    names = [t for t in names if t not in own and table_exists(spark, f"{cat}.{t}")]
+    names = tables if tables is not None else [t for ns in namespaces(cfg) for t in reader.list_tables(ns)]
+    names = [t for t in names if t not in own and reader.exists(t)]
     now_ms = now_ms or int(time.time() * 1000)
-    healths = collect_all(spark, cfg, names, alert=False)
-    last = last_maintained(spark, cat, cfg.maintenance.log_table)
-    queries = query_counts(spark, cfg, now_ms)
-    demand = telemetry.column_demand(spark, cfg, now_ms)
+    healths = collect_all(reader, cfg, names, alert=False)
+    last = last_maintained(reader, cfg.maintenance.log_table)
+    queries = telemetry.query_counts(reader, cfg, now_ms)
+    demand = telemetry.column_demand(reader, cfg, now_ms)
     plans = []
     for h in healths:
-        short = TableRef.parse(h.table, cat).short
-        spec = partitions.spec(spark, h.table)
+        short = TableRef.parse(h.table, reader.catalog).short
         policy = cfg.maintenance.policy_for(short)
-        plans.append(plan_table(h, spec, policy, now_ms, last.get(h.table), queries.get(short, 0),
-                                _layout_input(spark, h.table, demand.get(short, []), policy)))
+        plans.append(plan_table(h, reader.spec(short), policy, now_ms, last.get(h.table), queries.get(short, 0),
+                                _layout_input(reader, short, demand.get(short, []), policy)))
     return order(plans)
 
 
-def _layout_input(spark: SparkSession, table: str, demand: list[telemetry.ColumnDemand],
+def _layout_input(reader: MetaReader, table: str, demand: list[telemetry.ColumnDemand],
                   policy: MaintenancePolicy) -> layout.LayoutInput | None:
     """Clustering of the table on its most wanted column (only when telemetry names one)."""
     if not demand or policy.sort_columns or not policy.layout_from_telemetry:
         return None
-    columns = spark.table(table).columns
+    columns = reader.columns(table)
     top = next((d for d in demand if d.column in columns and d.scans >= policy.layout_min_scans), None)
     if top is None:
         return None
-    return layout.LayoutInput(demand, layout.clustering(spark, table, top.column), columns)
-
-
-def query_counts(spark: SparkSession, cfg: PipelineConfig, now_ms: int) -> dict[str, int]:
-    """Queries per ``namespace.table`` in the telemetry window (empty without a telemetry table)."""
-    t = cfg.maintenance.telemetry_table
-    if not t or not table_exists(spark, f"{cfg.catalog.name}.{t}"):
-        return {}
-    since = now_ms - int(interval_seconds(cfg.maintenance.telemetry_window) * 1000)
-    rows = (spark.table(f"{cfg.catalog.name}.{t}")
-            .where(F.unix_millis(F.col("queried_at")) >= F.lit(since))
-            .groupBy("table_name").count().collect())
-    out: dict[str, int] = {}
-    for r in rows:
-        name = str(r["table_name"] or "").removeprefix(f"{cfg.catalog.name}.")
-        out[name] = out.get(name, 0) + int(r["count"])
-    return out
+    return layout.LayoutInput(demand, layout.clustering(reader, table, top.column), columns)
 
 
 def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,

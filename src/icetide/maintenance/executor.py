@@ -21,6 +21,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 from icetide import faults
 from icetide.config.policy import StepName
 from icetide.errors import is_commit_conflict
+from icetide.lake.meta import MetaReader
 from icetide.lake.offsets import mirror_all
 from icetide.lake.tables import ensure_table
 from icetide.maintenance.planner import Step, TablePlan
@@ -245,14 +246,13 @@ class Executor:
         self.spark.createDataFrame(rows, LOG_SCHEMA).writeTo(table).append()
 
 
-def last_maintained(spark: SparkSession, catalog: str, log_table: str) -> dict[str, int]:
+def last_maintained(reader: MetaReader, log_table: str) -> dict[str, int]:
     """Per table, when icetide last ran a successful step on it (epoch ms)."""
-    from icetide.lake.tables import table_exists
-
-    ns, name = log_table.split(".")
-    fq = f"{catalog}.{ns}.{name}"
-    if not table_exists(spark, fq):
+    if not reader.exists(log_table):
         return {}
-    return {r["table_name"]: int(r["ts"]) for r in spark.sql(
-        f"SELECT table_name, CAST(unix_millis(max(started_at)) AS BIGINT) AS ts FROM {fq} "
-        "WHERE outcome = 'ok' GROUP BY table_name").collect()}
+    out: dict[str, int] = {}
+    for r in reader.rows(log_table, ["table_name", "outcome", "started_at"]):
+        if r["outcome"] == "ok" and r["started_at"] is not None:
+            ms = int(r["started_at"].timestamp() * 1000)
+            out[r["table_name"]] = max(ms, out.get(r["table_name"], ms))
+    return out

@@ -19,14 +19,11 @@ from __future__ import annotations
 import bisect
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from icetide.config.base import COLUMN_RE
 from icetide.config.policy import MaintenancePolicy
+from icetide.lake.meta import FileBounds, MetaReader
 from icetide.maintenance.telemetry import ColumnDemand
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 
 @dataclass(frozen=True)
@@ -85,20 +82,15 @@ def depth(bounds: list[tuple[Any, Any]]) -> float:
     return total / len(bounds)
 
 
-def clustering(spark: SparkSession, table: str, column: str) -> list[Clustering]:
-    """Per partition of ``table`` (qualified): files, bytes and depth on top-level ``column``."""
-    if not COLUMN_RE.fullmatch(column) or column not in spark.table(table).columns:
-        return []
-    part = "to_json(partition)" if "partition" in spark.table(f"{table}.files").columns else "''"
-    rows = spark.sql(f"SELECT {part} AS p, file_size_in_bytes AS b, readable_metrics.{column}.lower_bound AS lo, "
-                     f"readable_metrics.{column}.upper_bound AS hi FROM {table}.files WHERE content = 0").collect()
-    by: dict[str, list[tuple[int, Any, Any]]] = {}
-    for r in rows:
-        by.setdefault(r["p"], []).append((int(r["b"]), r["lo"], r["hi"]))
+def clustering(reader: MetaReader, table: str, column: str) -> list[Clustering]:
+    """Per partition of ``table`` (``namespace.table``): files, bytes and depth on top-level ``column``."""
+    by: dict[str, list[FileBounds]] = {}
+    for f in reader.file_bounds(table, column):
+        by.setdefault(f.partition, []).append(f)
     out = []
     for p, files in sorted(by.items()):
-        known = [(lo, hi) for _, lo, hi in files if lo is not None and hi is not None]
-        out.append(Clustering(p, len(files), sum(b for b, _, _ in files), round(depth(known), 3)))
+        known = [(f.lower, f.upper) for f in files if f.lower is not None and f.upper is not None]
+        out.append(Clustering(p, len(files), sum(f.size for f in files), round(depth(known), 3)))
     return out
 
 

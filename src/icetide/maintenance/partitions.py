@@ -8,51 +8,17 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from icetide.config.base import COLUMN_RE
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from icetide.lake.meta import SpecField
 
 _SAFE_STR = re.compile(r"^[A-Za-z0-9_.:+ -]{0,200}$")
-_TRANSFORM = re.compile(r"^(?:(?P<fn>identity|years|months|days|hours|bucket|truncate|void)\((?:\d+,\s*)?)?"
-                        r"(?P<col>[A-Za-z_][A-Za-z0-9_]*)\)?$")
 _EPOCH = datetime(1970, 1, 1)
 
 
-@dataclass(frozen=True)
-class PartitionField:
-    name: str  # field name in the partition struct, e.g. event_time_day
-    transform: str  # identity, days, hours, ...
-    source: str  # source column
-
-
-def spec(spark: SparkSession, table: str) -> list[PartitionField]:
-    """The current partition spec, from ``DESCRIBE TABLE EXTENDED`` and the partitions table."""
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
-    transforms: list[str] = []
-    in_part = False
-    for r in rows:
-        name, dtype = (r["col_name"] or "").strip(), (r["data_type"] or "").strip()
-        if name == "# Partitioning":
-            in_part = True
-            continue
-        if in_part:
-            if not name.startswith("Part "):
-                break
-            transforms.append(dtype)
-    if not transforms:
-        return []
-    fields = spark.table(f"{table}.partitions").schema["partition"].dataType.fieldNames()  # type: ignore[attr-defined]
-    out = []
-    for fname, t in zip(fields, transforms, strict=False):
-        m = _TRANSFORM.fullmatch(t.replace(" ", ""))
-        if m and COLUMN_RE.fullmatch(m.group("col")):
-            out.append(PartitionField(fname, m.group("fn") or "identity", m.group("col")))
-    return out
+#: A field of the current partition spec (read by :meth:`icetide.lake.meta.MetaReader.spec`).
+PartitionField = SpecField
 
 
 def _literal(value: Any) -> str | None:

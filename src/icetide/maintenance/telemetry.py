@@ -20,7 +20,9 @@ from pyspark.sql.types import ArrayType, LongType, StringType, StructField, Stru
 from icetide.config.base import COLUMN_RE, interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.lake.checkpoint import _fs_path
-from icetide.lake.tables import ensure_table, table_exists
+from icetide.lake.meta import MetaReader
+from icetide.lake.readers import as_reader
+from icetide.lake.tables import ensure_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -103,29 +105,40 @@ class ColumnDemand:
     bytes_read: int
 
 
-def column_demand(spark: SparkSession, cfg: PipelineConfig, now_ms: int) -> dict[str, list[ColumnDemand]]:
+def column_demand(source: MetaReader | SparkSession, cfg: PipelineConfig,
+                  now_ms: int) -> dict[str, list[ColumnDemand]]:
     """Per ``namespace.table``: the filtered-on columns, most data files read first."""
+    reader = as_reader(cfg, source)
     t = cfg.maintenance.telemetry_table
-    if not t or not table_exists(spark, f"{cfg.catalog.name}.{t}"):
-        return {}
+    if not t or not reader.exists(t) or "filter_columns" not in reader.columns(t):
+        return {}  # no telemetry yet, or a table fed by another engine without columns
     since = now_ms - int(interval_seconds(cfg.maintenance.telemetry_window) * 1000)
-    tele = spark.table(f"{cfg.catalog.name}.{t}")
-    if "filter_columns" not in tele.columns:  # a telemetry table fed by another engine, without columns
-        return {}
-    rows = (tele.where(F.unix_millis(F.col("queried_at")) >= F.lit(since))
-            .select("table_name", F.explode("filter_columns").alias("column"), "result_data_files",
-                    "total_file_bytes")
-            .groupBy("table_name", "column")
-            .agg(F.count(F.lit(1)).alias("scans"), F.sum("result_data_files").alias("files"),
-                 F.sum("total_file_bytes").alias("bytes"))
-            .collect())
+    agg: dict[tuple[str, str], list[int]] = {}
+    for r in reader.rows(t, ["table_name", "filter_columns", "result_data_files", "total_file_bytes"],
+                         ("queried_at", since)):
+        for col in set(r["filter_columns"] or []):
+            a = agg.setdefault((str(r["table_name"]), str(col or "")), [0, 0, 0])
+            a[0] += 1
+            a[1] += int(r["result_data_files"] or 0)
+            a[2] += int(r["total_file_bytes"] or 0)
     out: dict[str, list[ColumnDemand]] = {}
-    for r in rows:
-        col = str(r["column"] or "")
-        if not COLUMN_RE.fullmatch(col):  # only plain top-level column names ever reach a plan
-            continue
-        out.setdefault(str(r["table_name"]), []).append(
-            ColumnDemand(col, int(r["scans"]), int(r["files"] or 0), int(r["bytes"] or 0)))
+    for (table, col), (scans, files, nbytes) in agg.items():
+        if COLUMN_RE.fullmatch(col):  # only plain top-level column names ever reach a plan
+            out.setdefault(table, []).append(ColumnDemand(col, scans, files, nbytes))
     for v in out.values():
         v.sort(key=lambda d: (-d.data_files_read, -d.scans, d.column))
+    return out
+
+
+def query_counts(source: MetaReader | SparkSession, cfg: PipelineConfig, now_ms: int) -> dict[str, int]:
+    """Queries per ``namespace.table`` in the telemetry window (empty without a telemetry table)."""
+    reader = as_reader(cfg, source)
+    t = cfg.maintenance.telemetry_table
+    if not t or not reader.exists(t):
+        return {}
+    since = now_ms - int(interval_seconds(cfg.maintenance.telemetry_window) * 1000)
+    out: dict[str, int] = {}
+    for r in reader.rows(t, ["table_name"], ("queried_at", since)):
+        name = str(r["table_name"] or "").removeprefix(f"{cfg.catalog.name}.")
+        out[name] = out.get(name, 0) + 1
     return out

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from icetide import jvm
+from icetide import jvm, paths
 from icetide.catalog import check_reachable, spark_catalog_conf
 from icetide.config.models import PipelineConfig
 from icetide.errors import SetupError
@@ -70,6 +70,44 @@ def _iceberg_jar(own: list[Path]) -> list[Path]:
     return [jvm.iceberg_jar()] if own and jvm.iceberg_jar().exists() else []
 
 
+SPARK_LOG4J2 = """\
+status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+"""
+#: ``console`` (what ``icetide -v`` sets) leaves Spark's own log lines on the terminal
+LOG_ENV = "ICETIDE_SPARK_LOG"
+
+
+def spark_log_file() -> Path | None:
+    """Where the driver's Spark/Iceberg log lines go instead of the terminal (None: to the terminal)."""
+    if os.environ.get(LOG_ENV) == "console":
+        return None
+    return paths.home() / "logs" / "spark.log"
+
+
+def _log_options(conf: dict[str, str]) -> None:
+    """Send the driver JVM's log4j output to :func:`spark_log_file` (a user's log4j setting wins)."""
+    log_file = spark_log_file()
+    opts = conf.get("spark.driver.extraJavaOptions", "")
+    if log_file is None or "log4j2.configurationFile" in opts:
+        return
+    try:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        props = log_file.parent / "log4j2-spark.properties"
+        props.write_text(SPARK_LOG4J2.format(log=log_file))
+    except OSError as e:
+        log.warning("Spark's log stays on the terminal: cannot write %s (%s)", log_file.parent, e.strerror)
+        return
+    conf["spark.driver.extraJavaOptions"] = f"{opts} -Dlog4j2.configurationFile={props.as_uri()}".strip()
+    log.info("Spark's own log lines go to %s (icetide -v shows them here)", log_file)
+
+
 def session_conf(cfg: PipelineConfig) -> dict[str, str]:
     conf: dict[str, str] = {
         "spark.sql.extensions": EXTENSIONS,
@@ -106,6 +144,7 @@ def session_conf(cfg: PipelineConfig) -> dict[str, str]:
         conf["spark.hadoop.fs.file.impl"] = LOCAL_FS
     conf.update(spark_catalog_conf(cfg))
     conf.update(cfg.spark.conf)
+    _log_options(conf)
     return conf
 
 
