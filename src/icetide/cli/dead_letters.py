@@ -73,7 +73,8 @@ def dead_letters_replay(config_path: Path, error_class: str | None, topic: str |
     from icetide.ingest import dead_letters as dl
 
     cfg, spark = load_with_session(config_path)
-    result = dl.replay(spark, cfg, dl.Filters(error_class, topic, target_table), dry_run=dry_run, to_topic=to_topic)
+    with console.status("replaying dead letters…" if not dry_run else "counting dead letters…"):
+        result = dl.replay(spark, cfg, dl.Filters(error_class, topic, target_table), dry_run=dry_run, to_topic=to_topic)
     if output == "json":
         emit_json(result)
     elif dry_run:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from icetide.app.output import emit_json, handle_errors, output_option
+from icetide.app.output import console, emit_json, handle_errors, output_option
 from icetide.app.render import print_actions, print_plans
 from icetide.cli.common import (
     config_option,
@@ -61,7 +61,11 @@ def maintain(config_path: Path, namespaces: tuple[str, ...], only_tables: tuple[
 
         MaintenanceLoop(spark, cfg, lambda: tables, run_first=True).stop_on_signals().run()
         return
-    plans, records = run_cycle(spark, cfg, tables, dry_run=dry_run)
+    with console.status("planning…") as status:
+        def step(table: str, i: int, n: int) -> None:
+            status.update(f"maintaining {table} ({i + 1}/{n})…")
+
+        plans, records = run_cycle(spark, cfg, tables, dry_run=dry_run, progress=step)
     if output == "json":
         emit_json({"plans": [p.as_dict() for p in plans], "actions": [asdict(r) for r in records]})
         return

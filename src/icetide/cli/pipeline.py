@@ -21,10 +21,13 @@ from icetide.config import load_config
 def setup(profiles: tuple[str, ...]) -> None:
     """Fetch the pinned jars (Iceberg, Spark Kafka source, Kafka broker, REST catalog) with Maven."""
     for p in profiles or jvm.PROFILES:
-        out = jvm.fetch(p)
+        with console.status(f"fetching the {p} jars with Maven…"):
+            out = jvm.fetch(p)
         console.print(f"[green]✓[/] {p} jars in {out} ({len(list(out.glob('*.jar')))} jars)")
     if not profiles or "spark" in profiles:
-        console.print(f"[green]✓[/] icetide's JVM classes in {jvm.build()}")
+        with console.status("building icetide's JVM classes…"):
+            built = jvm.build()
+        console.print(f"[green]✓[/] icetide's JVM classes in {built}")
 
 
 @click.group()

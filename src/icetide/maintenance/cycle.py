@@ -61,7 +61,8 @@ def _layout_input(reader: MetaReader, table: str, demand: list[telemetry.ColumnD
 
 def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
               dry_run: bool = False,
-              in_flight_since_ms: Callable[[], int | None] | None = None) -> tuple[list[TablePlan], list[ActionRecord]]:
+              in_flight_since_ms: Callable[[], int | None] | None = None,
+              progress: Callable[[str, int, int], None] | None = None) -> tuple[list[TablePlan], list[ActionRecord]]:
     """Order tables by priority, then re-plan each one right before running it.
 
     Re-planning just before execution keeps the hot-partition check seconds old even when earlier
@@ -80,8 +81,11 @@ def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None
     if not dry_run:
         records += retention.expire_rows(spark, cfg)
         executor.record(records)
-    for ordered in plan_all(spark, cfg, tables):
+    ordered_plans = plan_all(spark, cfg, tables)
+    for i, ordered in enumerate(ordered_plans):
         short = TableRef.parse(ordered.table, cfg.catalog.name).short
+        if progress is not None:
+            progress(short, i, len(ordered_plans))
         fresh = plan_all(spark, cfg, [short])
         if not fresh:
             continue
