@@ -7,7 +7,6 @@ catalog backend (``catalog.pyiceberg_catalog``); table answers match :mod:`iceti
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from icetide.config.base import COLUMN_RE
@@ -167,14 +166,3 @@ class PyIcebergMeta:
 
 def _summary(s: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in (s.summary.additional_properties if s.summary else {}).items()}
-
-
-@lru_cache(maxsize=1)
-def available() -> bool:
-    """PyIceberg and PyArrow are importable (both are icetide dependencies)."""
-    try:
-        import pyarrow  # noqa: F401
-        import pyiceberg  # noqa: F401
-    except ImportError:
-        return False
-    return True

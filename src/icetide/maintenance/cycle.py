@@ -35,7 +35,7 @@ def plan_all(source: MetaReader | SparkSession, cfg: PipelineConfig, tables: lis
     names = [t for t in names if t not in own and reader.exists(t)]
     now_ms = now_ms or int(time.time() * 1000)
     healths = collect_all(reader, cfg, names, alert=False)
-    last = last_maintained(reader, cfg.maintenance.log_table)
+    last = last_maintained(reader, cfg.maintenance.log_table, now_ms)
     queries = telemetry.query_counts(reader, cfg, now_ms)
     demand = telemetry.column_demand(reader, cfg, now_ms)
     plans = []

@@ -246,12 +246,18 @@ class Executor:
         self.spark.createDataFrame(rows, LOG_SCHEMA).writeTo(table).append()
 
 
-def last_maintained(reader: MetaReader, log_table: str) -> dict[str, int]:
-    """Per table, when icetide last ran a successful step on it (epoch ms)."""
+#: how far back :func:`last_maintained` looks: the planner's waiting bonus is full after 10 hours
+LAST_MAINTAINED_WINDOW_MS = 24 * 3_600_000
+
+
+def last_maintained(reader: MetaReader, log_table: str, now_ms: int | None = None) -> dict[str, int]:
+    """Per table, when icetide last ran a successful step on it (epoch ms) within the last day
+    (older is the same to the planner as never: see ``planner.priority``)."""
     if not reader.exists(log_table):
         return {}
+    since = (now_ms or int(time.time() * 1000)) - LAST_MAINTAINED_WINDOW_MS
     out: dict[str, int] = {}
-    for r in reader.rows(log_table, ["table_name", "outcome", "started_at"]):
+    for r in reader.rows(log_table, ["table_name", "outcome", "started_at"], ("started_at", since)):
         if r["outcome"] == "ok" and r["started_at"] is not None:
             ms = int(r["started_at"].timestamp() * 1000)
             out[r["table_name"]] = max(ms, out.get(r["table_name"], ms))
