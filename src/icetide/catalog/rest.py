@@ -13,7 +13,8 @@ from icetide.config.catalog import RestCatalog
 from icetide.errors import ServiceUnreachableError
 
 
-def catalog_properties(cfg: RestCatalog, resolve: Callable[[str], str]) -> dict[str, str]:
+def _connection(cfg: RestCatalog) -> dict[str, str]:
+    """Server, warehouse and credentials: the same keys for Iceberg's Java client and PyIceberg."""
     props = {"type": "rest", "uri": cfg.uri}
     if cfg.warehouse:
         props["warehouse"] = cfg.warehouse
@@ -21,21 +22,16 @@ def catalog_properties(cfg: RestCatalog, resolve: Callable[[str], str]) -> dict[
         props["credential"] = cfg.credential.get_secret_value()
     if cfg.token:
         props["token"] = cfg.token.get_secret_value()
-    props.update(cfg.properties)
     return props
+
+
+def catalog_properties(cfg: RestCatalog, resolve: Callable[[str], str]) -> dict[str, str]:
+    return {**_connection(cfg), **cfg.properties}
 
 
 def pyiceberg_properties(cfg: RestCatalog, resolve: Callable[[str], str]) -> dict[str, str]:
     """PyIceberg ``RestCatalog`` properties: the same server and credentials."""
-    props = {"type": "rest", "uri": cfg.uri}
-    if cfg.warehouse:
-        props["warehouse"] = cfg.warehouse
-    if cfg.credential:
-        props["credential"] = cfg.credential.get_secret_value()
-    if cfg.token:
-        props["token"] = cfg.token.get_secret_value()
-    props.update(_fileio(cfg.properties))
-    return props
+    return {**_connection(cfg), **_fileio(cfg.properties)}
 
 
 def check(cfg: RestCatalog, timeout: float = 10.0) -> None:

@@ -129,3 +129,15 @@ def build() -> Path:
         os.replace(built, out)
     marker.write_text(digest)
     return out
+
+
+def log4j2_properties(log_file: Path, level: str = "warn", loggers: dict[str, str] | None = None) -> str:
+    """A log4j2 configuration sending every line at ``level`` or above to ``log_file`` (no console)."""
+    lines = ["status = error", "appender.file.type = File", "appender.file.name = file",
+             f"appender.file.fileName = {log_file}", "appender.file.layout.type = PatternLayout",
+             "appender.file.layout.pattern = [%d] %p %m (%c)%n", f"rootLogger.level = {level}",
+             "rootLogger.appenderRef.file.ref = file"]
+    for name, lvl in (loggers or {}).items():
+        key = name.replace(".", "_")
+        lines += [f"logger.{key}.name = {name}", f"logger.{key}.level = {lvl}"]
+    return "\n".join(lines) + "\n"

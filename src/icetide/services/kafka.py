@@ -19,18 +19,6 @@ from icetide.errors import ServiceUnreachableError, SetupError
 from icetide.services.process import port_open, read_pid, start_background, stop_pid
 
 HOST = "127.0.0.1"
-LOG4J2 = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = file
-logger.kafka.name = kafka
-logger.kafka.level = info
-"""
 
 
 @dataclass(frozen=True)
@@ -91,7 +79,7 @@ class LocalKafka:
         }
         cfg = d / "server.properties"
         cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        (d / "log4j2.properties").write_text(LOG4J2.format(log=d / "kafka.log"))
+        (d / "log4j2.properties").write_text(jvm.log4j2_properties(d / "kafka.log", loggers={"kafka": "info"}))
         return cfg
 
     def _classpath(self) -> str:

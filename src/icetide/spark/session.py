@@ -70,16 +70,6 @@ def _iceberg_jar(own: list[Path]) -> list[Path]:
     return [jvm.iceberg_jar()] if own and jvm.iceberg_jar().exists() else []
 
 
-SPARK_LOG4J2 = """\
-status = error
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = file
-"""
 #: ``console`` (what ``icetide -v`` sets) leaves Spark's own log lines on the terminal
 LOG_ENV = "ICETIDE_SPARK_LOG"
 
@@ -100,7 +90,7 @@ def _log_options(conf: dict[str, str]) -> None:
     try:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         props = log_file.parent / "log4j2-spark.properties"
-        props.write_text(SPARK_LOG4J2.format(log=log_file))
+        props.write_text(jvm.log4j2_properties(log_file))
     except OSError as e:
         log.warning("Spark's log stays on the terminal: cannot write %s (%s)", log_file.parent, e.strerror)
         return
