@@ -64,17 +64,22 @@ def kafka_stop(port: int) -> None:
 
 @kafka.command("status")
 @port_option
+@output_option
 @handle_errors
-def kafka_status(port: int) -> None:
+def kafka_status(port: int, output: str) -> None:
     """Is the broker running?"""
     b = _broker(port)
+    if output == "json":
+        emit_json({"running": b.running(), "bootstrap": b.bootstrap})
+        return
     console.print(f"running on {b.bootstrap}" if b.running() else "not running")
 
 
 @click.command()
 @config_option
+@output_option
 @handle_errors
-def check(config_path: Path) -> None:
+def check(config_path: Path, output: str) -> None:
     """Validate a pipeline config and check that Kafka and the catalog are reachable."""
     from icetide.catalog import check_reachable
     from icetide.ingest.source import list_partitions
@@ -82,6 +87,10 @@ def check(config_path: Path) -> None:
     cfg = load_config(config_path)
     check_reachable(cfg)
     parts = list_partitions(cfg.source)
+    if output == "json":
+        emit_json({"config": str(config_path), "valid": True, "pipeline": cfg.name, "catalog": cfg.catalog.type,
+                   "topics": {t: len(p) for t, p in parts.items()}})
+        return
     console.print(f"[green]✓[/] {config_path}: valid; Kafka reachable ({len(parts)} topics); catalog ok")
 
 
