@@ -77,8 +77,9 @@ def compare(before: str, after: str) -> str:
     b = json.loads((RESULTS / f"{before}.json").read_text())
     a = json.loads((RESULTS / f"{after}.json").read_text())
     lines = [f"# Read-only command latency: {before} vs {after}", "",
-             f"Machine: {a['machine']}. Wall clock of a fresh `icetide` process on the demo's tables, "
-             f"median of {len(a['commands']['status']['runs'])} runs (every run in the JSON files).", "",
+             f"Machine: {a['machine']}. Wall clock of a fresh `icetide` process on the demo's tables, median of "
+             f"{len(b['commands']['status']['runs'])} ({before}) and {len(a['commands']['status']['runs'])} "
+             f"({after}) runs; every run is in the JSON files.", "",
              f"| command | {before} (s) | {after} (s) | {before} ÷ {after} |", "|---|---|---|---|"]
     for name in COMMANDS:
         x, y = b["commands"][name]["median"], a["commands"][name]["median"]
