@@ -34,7 +34,7 @@ def plan_all(source: MetaReader | SparkSession, cfg: PipelineConfig, tables: lis
     names = tables if tables is not None else [t for ns in namespaces(cfg) for t in reader.list_tables(ns)]
     names = [t for t in names if t not in own and reader.exists(t)]
     now_ms = now_ms or int(time.time() * 1000)
-    healths = collect_all(reader, cfg, names, alert=False)
+    healths = collect_all(reader, cfg, names, alert=False, lag=False)  # plans never use Kafka lag
     last = last_maintained(reader, cfg.maintenance.log_table, now_ms)
     queries = telemetry.query_counts(reader, cfg, now_ms)
     demand = telemetry.column_demand(reader, cfg, now_ms)
