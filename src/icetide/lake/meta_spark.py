@@ -23,6 +23,7 @@ class SparkMeta:
     def __init__(self, spark: SparkSession, catalog: str) -> None:
         self.spark = spark
         self.catalog = validate_name(catalog)
+        self._partitioned: dict[str, bool] = {}
 
     def q(self, table: str) -> str:
         return f"{self.catalog}.{short(table)}"
@@ -45,7 +46,11 @@ class SparkMeta:
         return {r["key"]: r["value"] for r in self.spark.sql(f"SHOW TBLPROPERTIES {self.q(table)}").collect()}
 
     def partitioned(self, table: str) -> bool:
-        return "partition" in self.spark.table(f"{self.q(table)}.files").columns
+        """Whether any spec of the table has a field (asked once per table and reader)."""
+        t = short(table)
+        if t not in self._partitioned:
+            self._partitioned[t] = "partition" in self.spark.table(f"{self.q(t)}.files").columns
+        return self._partitioned[t]
 
     def spec(self, table: str) -> list[SpecField]:
         """The current partition spec, from Iceberg's table API (the same answer PyIceberg gives)."""
@@ -75,13 +80,17 @@ class SparkMeta:
         return {r["p"]: int(r["ts"]) for r in rows if r["ts"] is not None}
 
     def snapshots(self, table: str) -> list[Snapshot]:
-        t = self.q(table)
-        ancestors = [r["snapshot_id"] for r in self.spark.sql(
-            f"SELECT snapshot_id FROM {t}.history WHERE is_current_ancestor ORDER BY made_current_at DESC").collect()]
-        rank = {sid: i for i, sid in enumerate(ancestors)}
-        return [Snapshot(int(r["snapshot_id"]), int(r["ts"]), dict(r["summary"] or {}), rank.get(r["snapshot_id"]))
-                for r in self.spark.sql(f"SELECT snapshot_id, CAST(unix_millis(committed_at) AS BIGINT) AS ts, summary "
-                                        f"FROM {t}.snapshots").collect()]
+        rows = self.spark.sql(
+            f"SELECT s.snapshot_id, CAST(unix_millis(s.committed_at) AS BIGINT) AS ts, s.summary, "
+            f"h.is_current_ancestor AS anc, h.made_current_at AS made FROM {self.q(table)}.snapshots s "
+            f"LEFT JOIN {self.q(table)}.history h ON s.snapshot_id = h.snapshot_id").collect()
+        made: dict[int, Any] = {}  # a snapshot made current twice (a rollback to it) has two history rows
+        for r in rows:
+            if r["anc"] and (r["snapshot_id"] not in made or r["made"] > made[r["snapshot_id"]]):
+                made[r["snapshot_id"]] = r["made"]
+        rank = {sid: i for i, sid in enumerate(sorted(made, key=lambda sid: made[sid], reverse=True))}
+        once = {r["snapshot_id"]: r for r in rows}
+        return [Snapshot(int(sid), int(r["ts"]), dict(r["summary"] or {}), rank.get(sid)) for sid, r in once.items()]
 
     def manifests(self, table: str) -> Manifests:
         m = self.spark.sql(f"""
