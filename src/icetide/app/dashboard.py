@@ -1,8 +1,8 @@
 """``icetide ui``: a live dashboard on 127.0.0.1, served by the standard library.
 
 A :class:`DashboardLoop` (a :class:`~icetide.loops.LoopService`) reads the catalog through a
-JVM-free :class:`~icetide.lake.meta.MetaReader` every ``interval`` seconds into one immutable
-:class:`State`; the HTTP handler only serves the newest state as JSON (``/api/state``), the page
+JVM-free :class:`~icetide.lake.meta.MetaReader` every ``interval`` seconds into one JSON text,
+swapped in whole; the HTTP handler only serves the newest state (``/api/state``), the page
 (``/``) and Vega's JavaScript (``/vega.js``). The page polls and redraws, so figures update while
 the pipeline runs. Nothing here writes to a table.
 """
@@ -26,8 +26,8 @@ from icetide.loops import LoopService
 
 log = logging.getLogger(__name__)
 
-#: live points kept per table and figure (at 5 s a point: about 3 hours)
-MAX_POINTS = 2000
+#: live collections kept, all tables together (8 tables every 5 s: about 3 hours)
+MAX_LIVE = 16_000
 
 
 class DashboardLoop(LoopService):
@@ -40,7 +40,7 @@ class DashboardLoop(LoopService):
         self.reader, self.cfg, self.hours = reader, cfg, hours
         self.version = 0
         self.state = json.dumps({"version": 0, "tables": []})
-        self._live: deque[dict[str, Any]] = deque(maxlen=MAX_POINTS * 8)
+        self._live: deque[dict[str, Any]] = deque(maxlen=MAX_LIVE)
         self._history: list[dict[str, Any]] | None = None
         self._lock = threading.Lock()
 
@@ -56,8 +56,7 @@ class DashboardLoop(LoopService):
         healths = collect_all(reader, self.cfg, alert=False)
         for h in healths:
             self._live.append({**h.summary(), "table_name": h.table})
-        plans = plan_all(reader, self.cfg, [charts.short_name(h.table) for h in healths
-                                            if charts.short_name(h.table) not in self.cfg.own_tables()])
+        plans = plan_all(reader, self.cfg, healths=healths)  # what `icetide plan` shows, without collecting again
         dead = list_groups(reader, self.cfg, Filters())
         rows = [*self._history, *self._live]
         state = {

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from icetide.app.output import console
+from icetide.health.charts import partition_label, short_name
 
 if TYPE_CHECKING:
     from icetide.health.model import PartitionHealth, TableHealth
@@ -24,11 +25,6 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} PiB"
-
-
-def short_name(table: str) -> str:
-    """``namespace.table``: the catalog is the same on every line, so it is said once, in the title."""
-    return ".".join(table.split(".")[-2:])
 
 
 #: status columns, most important first: (header, cell, minimum width); narrow terminals drop from the end
@@ -62,7 +58,7 @@ def health_table(healths: Sequence[TableHealth], title: str = "icetide status (w
     """One row per table, worst first, then the reasons of every table that is not healthy.
 
     Names are shown in full (without the catalog); columns that do not fit the terminal are left out,
-    least important first, and the title says which."""
+    least important first, and the caption says how many."""
     names = [short_name(h.table) for h in healths]
     catalog = healths[0].table.split(".")[0] if healths else ""
     first = max([len("table"), *map(len, names)])
@@ -125,8 +121,6 @@ PARTITION_COLUMNS: list[tuple[str, Callable[[PartitionHealth], str], int]] = [
 
 def partition_table(h: TableHealth) -> None:
     """``icetide health``: every partition, worst first, named by its values."""
-    from icetide.health.charts import partition_label
-
     parts = sorted(h.partitions, key=lambda p: (p.score, p.partition))
     names = [partition_label(p.partition) for p in parts]
     first = max([len("partition"), *map(len, names)])

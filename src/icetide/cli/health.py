@@ -83,9 +83,9 @@ def report(config_path: Path, out_path: Path, hours: float, collect: bool, engin
         reader = open_reader(cfg, spark)
     else:
         cfg, reader = load_reader(config_path, engine)
-    rows = build(reader, cfg, hours)
-    out_path.write_text(rows.html)
-    console.print(f"[green]✓[/] wrote {out_path} ({rows.collections} collections)")
+    page = build(reader, cfg, hours)
+    out_path.write_text(page.html)
+    console.print(f"[green]✓[/] wrote {out_path} ({page.collections} collections)")
 
 
 @click.command()

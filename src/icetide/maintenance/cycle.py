@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from icetide.config.models import PipelineConfig
 from icetide.config.policy import MaintenancePolicy
+from icetide.health.model import TableHealth
 from icetide.health.watch import collect_all, namespaces
 from icetide.identifiers import TableRef
 from icetide.lake.meta import MetaReader
@@ -24,17 +25,22 @@ log = logging.getLogger(__name__)
 
 
 def plan_all(source: MetaReader | SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
-             now_ms: int | None = None) -> list[TablePlan]:
+             now_ms: int | None = None, healths: list[TableHealth] | None = None) -> list[TablePlan]:
     """Plans for every watched table (except icetide's own bookkeeping tables), highest priority first.
 
-    Reads only (a SparkSession or a JVM-free reader give the same plans): this is ``icetide plan``."""
+    Reads only (a SparkSession or a JVM-free reader give the same plans): this is ``icetide plan``.
+    ``healths`` just collected by the caller (the dashboard) are planned from instead of collecting again."""
     reader = as_reader(cfg, source)
     # the tables a cycle itself appends to while it runs (icetide's other tables are maintained)
     own = {cfg.health.history_table, cfg.maintenance.log_table, cfg.maintenance.telemetry_table}
     names = tables if tables is not None else [t for ns in namespaces(cfg) for t in reader.list_tables(ns)]
     names = [t for t in names if t not in own and reader.exists(t)]
     now_ms = now_ms or int(time.time() * 1000)
-    healths = collect_all(reader, cfg, names, alert=False, lag=False)  # plans never use Kafka lag
+    if healths is None:
+        healths = collect_all(reader, cfg, names, alert=False, lag=False)  # plans never use Kafka lag
+    else:
+        wanted = set(names)
+        healths = [h for h in healths if TableRef.parse(h.table, reader.catalog).short in wanted]
     last = last_maintained(reader, cfg.maintenance.log_table, now_ms)
     queries = telemetry.query_counts(reader, cfg, now_ms)
     demand = telemetry.column_demand(reader, cfg, now_ms)
