@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -32,10 +31,10 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-os.environ.setdefault("ICETIDE_HOME", str(REPO / ".icetide"))
 
 from benchmarks.common import batch_window, best_of, stop_when_idle  # noqa: E402
 from benchmarks.ingest.run import machine  # noqa: E402
+from icetide import paths  # noqa: E402
 
 TRIGGER = "10 seconds"
 MAX_OFFSETS = 250_000
@@ -172,7 +171,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.throughput_from:
         earlier = json.loads(args.throughput_from.read_text())
-        work = Path(os.environ["ICETIDE_HOME"]) / "bench" / uuid.uuid4().hex[:8]
+        work = paths.home() / "bench" / uuid.uuid4().hex[:8]
         work.mkdir(parents=True)
         earlier["reads"] = _sub(work, ["reads", str(args.rows)])
         earlier["read_rows"] = args.rows
@@ -184,7 +183,7 @@ def main() -> None:
     from tests.cdc_stream import generate
     from tests.test_cdc import send_changes
 
-    work = Path(os.environ["ICETIDE_HOME"]) / "bench" / uuid.uuid4().hex[:8]
+    work = paths.home() / "bench" / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)
     broker = LocalKafka(port=39194)
     broker.reset()

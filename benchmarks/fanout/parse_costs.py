@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,7 +19,6 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
-os.environ.setdefault("ICETIDE_HOME", str(HERE.parents[1] / ".icetide"))
 
 from benchmarks.fanout.run import events  # noqa: E402
 from benchmarks.ingest.run import machine  # noqa: E402

@@ -32,10 +32,10 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-os.environ.setdefault("ICETIDE_HOME", str(REPO / ".icetide"))
 
 from benchmarks.common import batch_window, jvm_cpu_seconds, steady_rate  # noqa: E402
 from benchmarks.ingest.run import MAX_OFFSETS, SCHEMA, TRIGGER, config, machine, run_worker  # noqa: E402
+from icetide import paths  # noqa: E402
 
 
 def events(n: int, tables: int, seed: int = 5) -> list[bytes]:
@@ -129,7 +129,7 @@ def main() -> None:
     from icetide.services.kafka import LocalKafka
     from tests.routing_helpers import send
 
-    work = Path(os.environ["ICETIDE_HOME"]) / "bench" / uuid.uuid4().hex[:8]
+    work = paths.home() / "bench" / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)
     broker = LocalKafka(port=39193)
     broker.reset()

@@ -25,7 +25,6 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-os.environ.setdefault("ICETIDE_HOME", str(REPO / ".icetide"))
 
 
 def _input_bytes(spark, group: str) -> int:  # type: ignore[no-untyped-def]

@@ -29,10 +29,10 @@ from typing import Any
 import yaml
 
 from benchmarks.common import batch_window, jvm_cpu_seconds, steady_rate, stop_when_idle
+from icetide import paths
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-os.environ.setdefault("ICETIDE_HOME", str(REPO / ".icetide"))
 
 SCHEMA = "id STRING, event_time TIMESTAMP, user_id BIGINT, event_type STRING, amount DOUBLE, payload STRING"
 SYSTEMS = ("vanilla", "vanilla-tuned", "icetide")
@@ -199,7 +199,7 @@ def main() -> None:
     from icetide.demo.events import create_topic, produce, sample_values
     from icetide.services.kafka import LocalKafka
 
-    work = Path(os.environ["ICETIDE_HOME"]) / "bench" / uuid.uuid4().hex[:8]
+    work = paths.home() / "bench" / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)
     broker = LocalKafka(port=39192)
     broker.reset()

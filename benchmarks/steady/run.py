@@ -34,11 +34,11 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-os.environ.setdefault("ICETIDE_HOME", str(REPO / ".icetide"))
 
 from benchmarks.ingest.run import machine  # noqa: E402
 from benchmarks.steady import measure, report  # noqa: E402
 from benchmarks.steady.load import APPEND_FAMILIES, ARMS, Load, tree_cpu_seconds  # noqa: E402
+from icetide import paths  # noqa: E402
 
 FAMILIES = (*APPEND_FAMILIES, "cdc")
 QUIET_SECONDS = 120  # the hour table's partitions turn cold 2 minutes (≈ 1.6 event-hours) after their last write
@@ -125,7 +125,7 @@ def main() -> None:
     from icetide.services.kafka import LocalKafka
     from icetide.spark import build_session
 
-    work = Path(os.environ["ICETIDE_HOME"]) / "bench" / f"steady-{uuid.uuid4().hex[:8]}"
+    work = paths.home() / "bench" / f"steady-{uuid.uuid4().hex[:8]}"
     work.mkdir(parents=True)
     broker = LocalKafka(port=39292)
     broker.reset()

@@ -14,12 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-os.environ.setdefault("ICETIDE_HOME", str(REPO / ".icetide"))
-
-from icetide.config import load_config  # noqa: E402
-from icetide.services.kafka import LocalKafka  # noqa: E402
-from tests.fixtures.stack import free_port_pair, pipeline_dict  # noqa: E402
+from icetide.config import load_config
+from icetide.services.kafka import LocalKafka
+from tests.fixtures.stack import free_port_pair, pipeline_dict
 
 
 @pytest.fixture(scope="session")

@@ -236,16 +236,17 @@ def test_orphan_cleanup_removes_leftovers_keeps_in_flight_and_referenced(  # typ
     # another process's icetide run in flight since 4 h ago (its marker under the table location)
     # protects them from a standalone `icetide maintain`, which has no in-process callback
     from icetide.lake import inflight
+    from icetide.lake.table_io import TableIO
 
-    where = inflight.location(spark, table)
-    inflight.mark(spark, where, "other-process", "run1", int((time.time() - 4 * 3600) * 1000))
+    io = TableIO.of(spark, table)
+    inflight.mark(io, "other-process", "run1", int((time.time() - 4 * 3600) * 1000))
     _, records = run_cycle(spark, cfg)
     assert records[0].outcome == "ok" and records[0].files_in == 0
     assert all(Path(f).exists() for f in leftovers)
-    inflight.clear(spark, where, "other-process")
+    inflight.clear(io, "other-process")
     # a crashed writer's marker (older than the stale limit) protects nothing and is never deleted
-    inflight.mark(spark, where, "crashed", "run0", int(time.time() * 1000) - inflight.STALE_AFTER_MS - 1)
-    marker = Path(inflight.marker_path(where, "crashed").removeprefix("file:"))
+    inflight.mark(io, "crashed", "run0", int(time.time() * 1000) - inflight.STALE_AFTER_MS - 1)
+    marker = Path(inflight.marker_path(io.location, "crashed").removeprefix("file:"))
     os.utime(marker, (three_hours_ago, three_hours_ago))
 
     _, records = run_cycle(spark, cfg)

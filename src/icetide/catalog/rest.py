@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import urllib.error
 import urllib.parse
@@ -10,7 +11,7 @@ from collections.abc import Callable
 
 from icetide.catalog.fileio import fileio_properties as _fileio
 from icetide.config.catalog import RestCatalog
-from icetide.errors import ServiceUnreachableError
+from icetide.errors import ServiceUnreachableError, UnsupportedByReader
 
 
 def _connection(cfg: RestCatalog) -> dict[str, str]:
@@ -31,6 +32,9 @@ def catalog_properties(cfg: RestCatalog, resolve: Callable[[str], str]) -> dict[
 
 def pyiceberg_properties(cfg: RestCatalog, resolve: Callable[[str], str]) -> dict[str, str]:
     """PyIceberg ``RestCatalog`` properties: the same server and credentials."""
+    if cfg.properties.get("rest.sigv4-enabled", "").lower() == "true" and importlib.util.find_spec("boto3") is None:
+        raise UnsupportedByReader("catalog.properties.rest.sigv4-enabled: PyIceberg signs requests with boto3, "
+                                  "which is not installed (pip install 'icetide[aws]')")
     return {**_connection(cfg), **_fileio(cfg.properties)}
 
 

@@ -36,6 +36,7 @@ from icetide.errors import FENCE_MARKER, FencedError
 from icetide.ingest import multi_write
 from icetide.lake import inflight
 from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property
+from icetide.lake.table_io import TableIO
 from icetide.lake.tables import table_exists
 from icetide.spark.session import has_class
 
@@ -68,7 +69,7 @@ class Ledger:
         self.on_commit = on_commit
         self._watermarks: dict[str, Watermark | None] = {}
         self._recent: dict[str, int] = {}  # catalog.namespace.table → the last batch committed to it
-        self._locations: dict[str, str] = {}
+        self._ios: dict[str, TableIO] = {}
         self._mirror_every = interval_seconds(cfg.stream.watermark_mirror_interval)
         self._mirrored_at: dict[str, float] = {}
         self._unmirrored: dict[str, Watermark] = {}
@@ -162,11 +163,11 @@ class Ledger:
     def mark(self, tables: list[str], since_ms: int) -> None:
         """In-flight markers for writes about to start (qualified names)."""
         for t in tables:
-            inflight.mark(self.spark, self.location(t), self.cfg.name, self.run_id, since_ms)
+            inflight.mark(self.table_io(t), self.cfg.name, self.run_id, since_ms)
 
     def clear(self, tables: list[str]) -> None:
         for t in tables:
-            inflight.clear(self.spark, self.location(t), self.cfg.name)
+            inflight.clear(self.table_io(t), self.cfg.name)
 
     def commit(self, table: str, rows: DataFrame, project: Callable[[DataFrame], DataFrame], batch_id: int,
                ranges: BatchRanges, since_ms: int | None, stats: Observation | None = None,
@@ -225,10 +226,11 @@ class Ledger:
         self.finish(p, None)
         return job.written(name).good
 
-    def location(self, table: str) -> str:
-        if table not in self._locations:
-            self._locations[table] = inflight.location(self.spark, table)
-        return self._locations[table]
+    def table_io(self, table: str) -> TableIO:
+        """The table's FileIO (loaded once per run; markers go through it)."""
+        if table not in self._ios:
+            self._ios[table] = TableIO.of(self.spark, table)
+        return self._ios[table]
 
     # -- mirroring --------------------------------------------------------------------------
     def _mirror(self, table: str, wm: Watermark, force: bool = False) -> None:

@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 
 from icetide.config.base import COLUMN_RE
 from icetide.identifiers import validate_name
-from icetide.lake import checkpoint
 from icetide.lake.meta import FileBounds, Manifests, Snapshot, SpecField, short, spec_field, utc
+from icetide.lake.table_io import TableIO
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -105,8 +105,7 @@ class SparkMeta:
                              "ORDER BY timestamp DESC LIMIT 1").first()
         if row is None:
             return None
-        fs, p = checkpoint._fs_path(self.spark, row["file"])
-        return int(fs.getFileStatus(p).getLen()) if fs.exists(p) else None
+        return TableIO.of(self.spark, self.q(table)).size(row["file"])
 
     def file_bounds(self, table: str, column: str) -> list[FileBounds]:
         t = self.q(table)

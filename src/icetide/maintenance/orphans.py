@@ -1,9 +1,9 @@
 """Safe orphan cleanup with Iceberg's own ``DeleteOrphanFiles`` action.
 
 Iceberg decides what is an orphan (not referenced by any snapshot, manifest, metadata or statistics
-file, under the table location, older than the cutoff). icetide supplies the delete function: every
-path is logged, a dry run deletes nothing, and the cutoff is never later than the start of an
-icetide write in flight: in this process (``in_flight_since``) or in any other, through the
+file, under the table location, older than the cutoff). Listing and deleting go through the table's
+FileIO; every path is logged, a dry run deletes nothing, and the cutoff is never later than the
+start of an icetide write in flight: in this process (``in_flight_since``) or in any other, through the
 in-flight markers under the table location (:mod:`icetide.lake.inflight`). So files of an
 uncommitted batch survive even when the age floor is short. Other writers (Flink, Kafka Connect)
 are protected by the age floor alone, which must exceed their longest commit interval.
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 from icetide.lake import inflight
+from icetide.lake.table_io import TableIO
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -28,8 +29,8 @@ IN_FLIGHT_MARGIN_MS = 60_000
 class _Delete:
     """A ``java.util.function.Consumer<String>`` that Iceberg calls for every orphan."""
 
-    def __init__(self, spark: SparkSession, table: str, dry_run: bool) -> None:
-        self.spark, self.table, self.dry_run = spark, table, dry_run
+    def __init__(self, io: TableIO, table: str, dry_run: bool) -> None:
+        self.io, self.table, self.dry_run = io, table, dry_run
         self.paths: list[str] = []
 
     def accept(self, path: str) -> None:
@@ -39,10 +40,7 @@ class _Delete:
         log.warning(json.dumps({"event": "orphan_file", "table": self.table, "dry_run": self.dry_run,
                                 "path": str(path)}))
         if not self.dry_run:
-            jvm = self.spark._jvm
-            assert jvm is not None
-            p = jvm.org.apache.hadoop.fs.Path(str(path))
-            p.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(p, False)  # type: ignore[union-attr]
+            self.io.delete(str(path))
 
     class Java:
         implements: ClassVar[list[str]] = ["java.util.function.Consumer"]
@@ -66,10 +64,14 @@ def remove_orphans(spark: SparkSession, table: str, older_than_ms: int, dry_run:
     jvm = spark._jvm
     assert jvm is not None
     iceberg_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
-    deleter = _Delete(spark, table, dry_run)
-    (jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
-     .deleteOrphanFiles(iceberg_table)
-     .olderThan(cutoff(older_than_ms, in_flight_since_ms, inflight.oldest(spark, str(iceberg_table.location()))))
-     .deleteWith(deleter)
-     .execute())
+    io = TableIO.of_table(spark, iceberg_table)
+    deleter = _Delete(io, table, dry_run)
+    action = (jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+              .deleteOrphanFiles(iceberg_table)
+              .olderThan(cutoff(older_than_ms, in_flight_since_ms, inflight.oldest(io)))
+              .deleteWith(deleter))
+    if io.supports_prefix_listing():
+        # List through the table's FileIO (S3FileIO on an s3:// warehouse) rather than Hadoop's FileSystem.
+        action = action.usePrefixListing(True)
+    action.execute()
     return deleter.paths

@@ -45,12 +45,13 @@ def read_pid(pid_file: Path) -> int | None:
     return pid
 
 
-def start_background(cmd: list[str], log_file: Path, pid_file: Path, env: dict[str, str] | None = None) -> int:
+def start_background(cmd: list[str], log_file: Path, pid_file: Path, env: dict[str, str] | None = None,
+                     cwd: Path | None = None) -> int:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as log:
         proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, env={**os.environ, **(env or {})},
+            start_new_session=True, env={**os.environ, **(env or {})}, cwd=cwd,
         )
     pid_file.write_text(str(proc.pid))
     return proc.pid

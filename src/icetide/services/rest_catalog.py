@@ -1,6 +1,7 @@
 """Iceberg's reference REST catalog server (``RESTCatalogServer`` from iceberg-open-api's test
-fixtures), backed by a JDBC catalog on SQLite and a local warehouse. For tests and local trials of
-the production (REST) path; jars from ``icetide setup`` (profile ``rest``).
+fixtures), backed by a JDBC catalog on SQLite, with its warehouse in a local folder or, given an
+object store, in ``s3://<bucket>/rest`` through Iceberg's ``S3FileIO``. For tests and ``icetide dev``;
+jars from ``icetide setup`` (profile ``rest``). S3 credentials reach it through its environment.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from icetide import jvm, paths
 from icetide.errors import ServiceUnreachableError, SetupError
+from icetide.services.object_store import LocalObjectStore
 from icetide.services.process import port_open, read_pid, start_background, stop_pid
 
 HOST = "127.0.0.1"
@@ -21,6 +23,12 @@ HOST = "127.0.0.1"
 @dataclass(frozen=True)
 class LocalRestCatalog:
     port: int = 8181
+    store: LocalObjectStore | None = None
+    bucket: str = "warehouse"
+
+    @property
+    def warehouse(self) -> str:
+        return f"s3://{self.bucket}/rest" if self.store else str(self.dir / "warehouse")
 
     @property
     def uri(self) -> str:
@@ -48,12 +56,17 @@ class LocalRestCatalog:
         (self.dir / "warehouse").mkdir(parents=True, exist_ok=True)
         cp = os.pathsep.join(str(j) for j in jvm.jars("rest"))
         env = {
-            "CATALOG_WAREHOUSE": str(self.dir / "warehouse"),
+            "CATALOG_WAREHOUSE": self.warehouse,
             "CATALOG_URI": f"jdbc:sqlite:{self.dir / 'catalog.db'}",
             "CATALOG_JDBC_SCHEMA__VERSION": "V1",
             "REST_PORT": str(self.port),
             "CATALOG_REST_PORT": str(self.port),
         }
+        if self.store is not None:
+            env.update({"CATALOG_IO__IMPL": "org.apache.iceberg.aws.s3.S3FileIO",
+                        "CATALOG_S3_ENDPOINT": self.store.endpoint,
+                        "CATALOG_S3_PATH__STYLE__ACCESS": "true",
+                        **self.store.credentials().env()})
         start_background([java, "-Xmx512m", f"-Drest.port={self.port}", "-cp", cp,
                           "org.apache.iceberg.rest.RESTCatalogServer"],
                          self.dir / "rest.out", self.pid_file, env=env)
