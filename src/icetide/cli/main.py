@@ -2,7 +2,8 @@
 
 Commands are grouped by area: :mod:`icetide.cli.pipeline` (setup, kafka, check, run, offsets,
 demo), :mod:`icetide.cli.dead_letters`, :mod:`icetide.cli.health` (status, health, report,
-metrics, ui), :mod:`icetide.cli.maintenance` (plan, maintain).
+metrics, ui), :mod:`icetide.cli.maintenance` (plan, maintain), :mod:`icetide.cli.dev` (dev up|down|status,
+submit).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import click
 
 from icetide import __version__
 from icetide.app.output import setup_logging
-from icetide.cli import dead_letters, health, maintenance, pipeline
+from icetide.cli import dead_letters, dev, health, maintenance, pipeline
 
 
 @click.group()
@@ -25,7 +26,7 @@ def cli(verbose: bool, quiet: bool) -> None:
 
 for command in (pipeline.setup, pipeline.kafka, pipeline.check, pipeline.run, pipeline.offsets,
                 dead_letters.dead_letters, health.status, health.health, maintenance.plan, maintenance.maintain,
-                health.report, health.metrics, health.ui, pipeline.demo):
+                health.report, health.metrics, health.ui, pipeline.demo, dev.dev, dev.submit):
     cli.add_command(command)
 
 

@@ -42,6 +42,7 @@ def maven_packages() -> str:
         f"org.apache.iceberg:iceberg-spark-runtime-4.1_{scala}:{v['iceberg.version']}",
         f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{v['spark.version']}",
         f"org.xerial:sqlite-jdbc:{v['sqlite.version']}",
+        f"org.apache.iceberg:iceberg-aws-bundle:{v['iceberg.version']}",
     ])
 
 
@@ -108,7 +109,7 @@ def session_conf(cfg: PipelineConfig) -> dict[str, str]:
         # Parsing leaves type-mismatched fields null and flags the record, so it is dead-lettered.
         "spark.sql.json.enablePartialResults": "true",
         # Spark's default misses REST catalog credentials and Kafka JAAS configs.
-        "spark.redaction.regex": "(?i)secret|password|token|access[.]key|credential|jaas",
+        "spark.redaction.regex": "(?i)secret|password|token|access[.-]?key|credential|jaas|sasl",
         # PySpark otherwise records the Python call site of every Column function (several JVM
         # round trips and a stack inspection each): ~40% of a fan-out batch's driver time, for
         # error contexts that would only point into icetide's own code.
