@@ -16,7 +16,10 @@ import yaml
 
 from icetide.config import load_config
 from icetide.services.kafka import LocalKafka
-from tests.fixtures.stack import free_port_pair, pipeline_dict
+from icetide.services.object_store import PORTS_USED, LocalObjectStore
+from icetide.services.rest_catalog import LocalRestCatalog
+from icetide.services.spark_cluster import LocalSparkCluster
+from tests.fixtures.stack import free_port_block, free_port_pair, pipeline_dict
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +29,47 @@ def kafka() -> Iterator[LocalKafka]:
     broker.start()
     yield broker
     broker.reset()
+
+
+@pytest.fixture(scope="session")
+def object_store() -> Iterator[LocalObjectStore]:
+    """SeaweedFS (S3 + its own Iceberg REST catalog), started once per test session. Its credentials
+    go into this process's environment: configs refer to them as ${AWS_ACCESS_KEY_ID}/${AWS_SECRET_ACCESS_KEY}."""
+    store = LocalObjectStore(port=free_port_block(PORTS_USED))
+    store.reset()
+    store.start()
+    os.environ.update(store.credentials().env())
+    yield store
+    store.reset()
+
+
+@pytest.fixture(scope="session")
+def rest_over_s3(object_store: LocalObjectStore) -> Iterator[LocalRestCatalog]:
+    """Iceberg's reference REST catalog server, its warehouse on the object store."""
+    server = LocalRestCatalog(port=free_port_pair(), store=object_store)
+    server.reset()
+    server.start()
+    yield server
+    server.reset()
+
+
+@pytest.fixture(scope="session")
+def s3_catalogs(object_store: LocalObjectStore, rest_over_s3: LocalRestCatalog) -> dict[str, dict[str, Any]]:
+    """``catalog:`` sections of the two independent REST catalogs over the object store."""
+    from icetide.services.stack import iceberg_rest_catalog, seaweedfs_rest_catalog
+
+    return {"iceberg-rest": iceberg_rest_catalog(rest_over_s3, "s3iceberg"),
+            "seaweedfs-rest": seaweedfs_rest_catalog(object_store, "s3seaweed")}
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[LocalSparkCluster]:
+    """A Spark standalone master and two one-core workers (spark-daemon.sh from the pip PySpark)."""
+    cluster = LocalSparkCluster(port=free_port_block(4), workers=2, cores_per_worker=1, memory_per_worker="1536m")
+    cluster.reset()
+    cluster.start()
+    yield cluster
+    cluster.reset()
 
 
 @pytest.fixture(scope="session")

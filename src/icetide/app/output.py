@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 
 from icetide.errors import IcetideError
+from icetide.secrets import install_log_filter, scrub
 
 console = Console()
 err_console = Console(stderr=True)
@@ -28,7 +29,7 @@ output_option = click.option(
 
 
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    click.echo(scrub(json.dumps(data, indent=2, sort_keys=True, default=str)))
 
 
 def handle_errors(fn: F) -> F:
@@ -39,7 +40,7 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except IcetideError as e:
-            for line in str(e).splitlines():
+            for line in scrub(str(e)).splitlines():
                 click.echo(f"icetide: {line}" if not line.startswith(" ") else line, err=True)
             sys.exit(EXIT_CONFIG if e.terminal else EXIT_RUNTIME)
 
@@ -59,5 +60,6 @@ def setup_logging(verbose: bool, quiet: bool = False) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    install_log_filter()
     for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -31,7 +31,17 @@ for command in (pipeline.setup, pipeline.kafka, pipeline.check, pipeline.run, pi
 
 
 def main() -> None:
-    cli(prog_name="icetide")
+    """The console script; an unexpected error prints its traceback with secrets masked."""
+    import sys
+    import traceback
+
+    from icetide.secrets import scrub
+
+    try:
+        cli(prog_name="icetide")
+    except Exception:
+        sys.stderr.write(scrub(traceback.format_exc()))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from icetide import secrets
 from icetide.config.models import PipelineConfig
 from icetide.errors import ConfigError
 
@@ -40,7 +41,10 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Pipel
     raw = _interpolate(raw, env, str(p))
     _apply_env_overrides(raw, env)
     raw.setdefault("base_dir", str(p.resolve().parent))
-    return validate_config(raw, source=str(p))
+    secrets.register_environment(env)
+    cfg = validate_config(raw, source=str(p))
+    secrets.register_config(cfg)
+    return cfg
 
 
 def validate_config(raw: dict[str, Any], source: str = "config") -> PipelineConfig:
@@ -66,8 +70,7 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
             msg = e["msg"].removeprefix("Value error, ")
             got = e.get("input")
             shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
-            if "secret" in key.lower() or "password" in key.lower() or "credential" in key.lower() \
-                    or "token" in key.lower():
+            if secrets.is_secret_key(key) or "url" in key.lower() or "uri" in key.lower():
                 shown = ""
             lines.append(f"{source}: {key}: {msg}{shown}")
     return lines

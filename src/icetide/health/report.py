@@ -19,6 +19,7 @@ from icetide.health import charts
 from icetide.identifiers import validate_table
 from icetide.lake.meta import MetaReader
 from icetide.lake.readers import as_reader
+from icetide.secrets import scrub
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,8 +69,8 @@ def build(source: MetaReader | SparkSession, cfg: PipelineConfig, hours: float) 
     reader = as_reader(cfg, source)
     rows = history_rows(reader, cfg, hours)
     now = collect_all(reader, cfg, alert=False)
-    return Report(render(rows, maintenance_rows(reader, cfg, hours), partitions=charts.partition_cells(now)),
-                  max(Counter(r["table_name"] for r in rows).values(), default=0))
+    page = render(rows, maintenance_rows(reader, cfg, hours), partitions=charts.partition_cells(now))
+    return Report(scrub(page), max(Counter(r["table_name"] for r in rows).values(), default=0))
 
 
 def figures(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:

@@ -6,15 +6,13 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from icetide import secrets
 from icetide.config.source import KafkaSource
 from icetide.errors import ServiceUnreachableError
 from icetide.lake.offsets import TopicPartition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-SECRET_HINTS = ("password", "secret", "jaas", "token", "key")
-
 
 def client_conf(src: KafkaSource) -> dict[str, str]:
     conf = {"bootstrap.servers": src.bootstrap_servers}
@@ -113,5 +111,5 @@ def read_stream(spark: SparkSession, src: KafkaSource, starting_offsets: str,
 
 
 def redacted(options: dict[str, str]) -> dict[str, str]:
-    """Options safe to log: values of anything that looks like a secret are masked."""
-    return {k: ("***" if any(h in k.lower() for h in SECRET_HINTS) else v) for k, v in options.items()}
+    """Options safe to log: secret-bearing keys masked, other values scrubbed (:mod:`icetide.secrets`)."""
+    return secrets.redact_mapping(options)

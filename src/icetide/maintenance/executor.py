@@ -25,6 +25,7 @@ from icetide.lake.meta import MetaReader
 from icetide.lake.offsets import mirror_all
 from icetide.lake.tables import ensure_table
 from icetide.maintenance.planner import Step, TablePlan
+from icetide.secrets import scrub
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -217,7 +218,7 @@ class Executor:
             rec.files_in, rec.files_out = len(paths), 0
             rec.outcome = "dry_run" if dry_run else "ok"
         except Exception as e:
-            rec.outcome, rec.error = "failed", (str(e).strip().splitlines() or [type(e).__name__])[0][:1000]
+            rec.outcome, rec.error = "failed", scrub((str(e).strip().splitlines() or [type(e).__name__])[0])[:1000]
             log.error("maintenance: %s remove_orphan_files failed: %s", step.table, rec.error)
         rec.seconds = round(time.monotonic() - started, 3)
         return rec
