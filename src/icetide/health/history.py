@@ -26,7 +26,8 @@ _LONGS = ("data_files", "data_bytes", "records", "small_files", "delete_files", 
           "snapshots", "commits_last_hour", "manifests", "manifest_bytes", "metadata_file_bytes",
           "commit_latency_ms", "last_write_ms", "freshness_ms", "kafka_lag")
 SCHEMA = StructType(
-    [StructField("collected_at", TimestampType()), StructField("table_name", StringType()),
+    # table_name first: see LOG_SCHEMA in icetide.maintenance.executor (partition source ≠ field id 1)
+    [StructField("table_name", StringType()), StructField("collected_at", TimestampType()),
      StructField("level", StringType()), StructField("partition", StringType()),
      StructField("score", DoubleType()), StructField("tier", StringType()),
      *[StructField(n, LongType()) for n in _LONGS],

@@ -36,8 +36,10 @@ REWRITES = frozenset({StepName.REWRITE_DATA_FILES, StepName.REWRITE_HOT_FILES,
                       StepName.REWRITE_POSITION_DELETE_FILES, StepName.REWRITE_MANIFESTS})
 _SAFE_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:+ -(),<>=")
 
+# The partition source is not the first column: SeaweedFS's REST catalog (4.48) rejects a create
+# whose partition spec points at field id 1.
 LOG_SCHEMA = StructType([
-    StructField("started_at", TimestampType()), StructField("table_name", StringType()),
+    StructField("table_name", StringType()), StructField("started_at", TimestampType()),
     StructField("step", StringType()), StructField("outcome", StringType()),
     StructField("reason", StringType()), StructField("figures", StringType()),
     StructField("expected", StringType()), StructField("arguments", StringType()),
