@@ -65,6 +65,7 @@ class LocalSparkCluster:
     def _daemon(self, action: str, cls: str, instance: int, *args: str) -> None:
         cmd = ["bash", str(spark_home() / "sbin" / "spark-daemon.sh"), action, cls, str(instance), *args]
         out = self.dir / "logs" / "spark-daemon.out"
+        out.parent.mkdir(parents=True, exist_ok=True)
         with open(out, "ab") as log:  # a file, not a pipe: the daemon keeps its inherited descriptors
             proc = subprocess.run(cmd, env=self._env(), stdout=log, stderr=subprocess.STDOUT,
                                   stdin=subprocess.DEVNULL, timeout=120)
@@ -122,6 +123,8 @@ class LocalSparkCluster:
 
     def stop(self) -> bool:
         was = self.running()
+        if not self.dir.exists():
+            return False
         for i in range(1, self.workers + 1):
             self._daemon("stop", WORKER, i)
         self._daemon("stop", MASTER, 1)
