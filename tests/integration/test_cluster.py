@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -66,8 +65,16 @@ def test_cluster_driver_sigkill_then_exactly_once(kafka, spark_cluster, s3_catal
 
 
 def _children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(x) for x in out.split()]
+    """Processes whose parent is ``pid`` (read from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
 
 
 def test_cluster_worker_sigkill_mid_batch_then_exactly_once(kafka, spark_cluster, s3_catalogs, tmp_path) -> None:  # type: ignore[no-untyped-def]
