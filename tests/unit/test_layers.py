@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "icetide"
 
 #: Lowest first. A package may import its own layer's siblings and anything below, never above.
 LAYERS: list[set[str]] = [
-    {"errors", "paths", "identifiers", "loops", "faults", "__init__"},
+    {"errors", "paths", "identifiers", "loops", "faults", "secrets", "__init__"},
     {"config"},
     {"jvm", "catalog", "services"},
     {"spark"},
