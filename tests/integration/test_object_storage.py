@@ -24,6 +24,7 @@ from tests.fixtures.stack import icetide_cli, kill_group, run_in_process, start,
 
 CATALOGS = ["iceberg-rest", "seaweedfs-rest"]
 KINDS = ["k0", "k1", "k2"]
+N_RECORDS = 16_000
 
 
 @pytest.mark.parametrize("catalog", CATALOGS)
@@ -35,7 +36,7 @@ def test_exactly_once_then_maintenance_and_reads_on_object_storage(  # type: ign
     ns = unique("s3x")
     topic = f"s3x-{ns[4:]}"
     create_topic(kafka.bootstrap, topic, 4)
-    values, ids, bad = drifting_records(24_000, KINDS, seed, bad_every=500)
+    values, ids, bad = drifting_records(N_RECORDS, KINDS, seed, bad_every=500)
     send(kafka.bootstrap, topic, values, 4)
     cfg = routed_pipeline(kafka, tmp_path, ns, topic, s3_catalogs[catalog])
     log = tmp_path / "run.log"
@@ -133,7 +134,7 @@ def _read_only_commands(cfg: Path, ns: str, ids: dict[str, list[str]]) -> None:
     assert res.returncode == 0, res.stderr[-2000:]
     held = json.loads(res.stdout)
     [per_partition] = held[f"{name}.{ns}.k0"]["next_offsets"].values()  # one topic
-    assert sum(per_partition.values()) == 24_000  # every table holds the batch's end offsets
+    assert sum(per_partition.values()) == N_RECORDS  # every table holds the batch's end offsets
     page = cfg.parent / "report.html"
     res = icetide_cli("report", "-c", str(cfg), "--out", str(page), "--engine", "pyiceberg", env=env)
     assert res.returncode == 0, res.stderr[-2000:]
