@@ -11,7 +11,7 @@ import time
 from icetide.demo.events import create_topic, produce, sample_values
 from tests.fixtures.stack import kill_group, start, table_ids, unique, wait_for
 
-N_EVENTS = 120_000
+N_EVENTS = 80_000
 BAD_EVERY = 1000
 
 

@@ -148,7 +148,7 @@ def test_cdc_final_state_on_object_storage(catalog, kafka, spark, s3_catalogs, t
     ns = unique("s3cdc")
     topic, table = f"s3cdc-{ns[6:]}", f"{ns}.customers"
     create_topic(kafka.bootstrap, topic, 4)
-    stream = generate(3000, 20_000, seed=43, debezium=True, bad_every=997)
+    stream = generate(3000, 12_000, seed=43, debezium=True, bad_every=997)
     send_changes(kafka.bootstrap, topic, stream)
     cfg = cdc_config(kafka, tmp_path, tmp_path, topic, table, {"format": "debezium", "ordering": "source.lsn"})
     raw = yaml.safe_load(cfg.read_text())

@@ -1,4 +1,4 @@
-"""Ingestion + in-process maintenance for ICETIDE_SOAK_SECONDS (default 200 s in CI; run it for
+"""Ingestion + in-process maintenance for ICETIDE_SOAK_SECONDS (default 170 s in CI; run it for
 20+ minutes with ICETIDE_SOAK_SECONDS=1200 as a longer soak).
 
 An event clock advances one event-hour per wall-clock minute, so `hours(event_time)` partitions
@@ -21,7 +21,7 @@ from icetide.demo.events import create_topic
 from tests.fixtures.records import RateProducer
 from tests.fixtures.stack import pipeline_dict, table_ids, unique
 
-SOAK_SECONDS = float(os.environ.get("ICETIDE_SOAK_SECONDS", "200"))  # CI variant; 1200+ as a benchmark
+SOAK_SECONDS = float(os.environ.get("ICETIDE_SOAK_SECONDS", "170"))  # CI variant; 1200+ as a benchmark
 RATE = 200  # events/s
 QUIET = 45  # hot_partition_quiet_seconds
 INTERVAL = 60  # maintenance.interval

@@ -24,6 +24,9 @@ from icetide.lake.table_io import TableIO
 log = logging.getLogger(__name__)
 FOLDER = "_icetide"
 PREFIX = "inflight-"
+#: where icetide before 0.1 (November 2026) put its markers; still honoured, so a writer of the old
+#: version keeps its in-flight files safe from a new version's cleanup during a rolling upgrade
+LEGACY = ("metadata", "icetide-inflight-")
 STALE_AFTER_MS = 6 * 3600 * 1000
 
 
@@ -32,7 +35,7 @@ def marker_path(table_location: str, pipeline: str) -> str:
 
 
 def is_marker(path: str) -> bool:
-    return f"/{FOLDER}/{PREFIX}" in path
+    return f"/{FOLDER}/{PREFIX}" in path or f"/{LEGACY[0]}/{LEGACY[1]}" in path
 
 
 def mark(io: TableIO, pipeline: str, run: str, since_ms: int) -> None:
@@ -48,7 +51,8 @@ def oldest(io: TableIO, now_ms: int | None = None) -> int | None:
     """``since_ms`` of the oldest live marker under the table location (None: nothing in flight)."""
     now_ms = now_ms or int(time.time() * 1000)
     found: list[int] = []
-    for path in io.list_names(f"{io.location}/{FOLDER}", PREFIX):
+    paths = io.list_names(f"{io.location}/{FOLDER}", PREFIX) + io.list_names(f"{io.location}/{LEGACY[0]}", LEGACY[1])
+    for path in paths:
         try:
             raw = json.loads((io.read(path) or b"").decode())
             since = int(raw["since_ms"])
