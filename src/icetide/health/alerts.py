@@ -8,6 +8,7 @@ import urllib.request
 from typing import Any
 
 from icetide.health.model import TableHealth
+from icetide.secrets import safe_url
 
 log = logging.getLogger("icetide.alerts")
 
@@ -40,4 +41,4 @@ def emit(events: list[dict[str, Any]], webhook_url: str | None = None, timeout: 
             with urllib.request.urlopen(req, timeout=timeout):
                 pass
         except OSError as err:  # a broken webhook must not stop collection
-            log.error("alert webhook failed: %s", getattr(err, "reason", err))
+            log.error("alert webhook failed (%s): %s", safe_url(webhook_url), getattr(err, "reason", err))

@@ -8,7 +8,6 @@ exports.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +96,3 @@ class DevStack:
                              "seaweedfs-rest": seaweedfs_rest_catalog(self.store)},
                 "spark": {"master": self.spark.master_url},
                 "env_file": str(self.env_file)}
-
-    def describe_json(self) -> str:
-        return json.dumps(self.describe(), indent=2)
