@@ -13,7 +13,7 @@ import yaml
 from icetide.demo.events import create_topic, produce, sample_values
 from tests.fixtures.stack import pipeline_dict, start, table_ids, unique, wait_for
 
-FIRST, SECOND = 60_000, 40_000
+FIRST, SECOND = 36_000, 24_000
 
 
 def _config(kafka, lake: Path, workdir: Path, topic: str, table: str, checkpoint: str) -> Path:  # type: ignore[no-untyped-def]
