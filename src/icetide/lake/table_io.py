@@ -30,8 +30,8 @@ class TableIO:
     @classmethod
     def of(cls, spark: SparkSession, table: str) -> TableIO:
         jvm: Any = spark._jvm
-        t = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
-        return cls(t.io(), str(t.location()).rstrip("/"), jvm)
+        loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+        return cls.of_table(spark, loaded)
 
     @classmethod
     def of_table(cls, spark: SparkSession, iceberg_table: Any) -> TableIO:
