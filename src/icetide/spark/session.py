@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from icetide import jvm, paths
+from icetide import jvm, paths, secrets
 from icetide.catalog import check_reachable, spark_catalog_conf
 from icetide.config.models import PipelineConfig
 from icetide.errors import SetupError
@@ -108,8 +108,9 @@ def session_conf(cfg: PipelineConfig) -> dict[str, str]:
         "spark.sql.streaming.metricsEnabled": "true",
         # Parsing leaves type-mismatched fields null and flags the record, so it is dead-lettered.
         "spark.sql.json.enablePartialResults": "true",
-        # Spark's default misses REST catalog credentials and Kafka JAAS configs.
-        "spark.redaction.regex": "(?i)secret|password|token|access[.-]?key|credential|jaas|sasl",
+        # Spark's default misses REST catalog credentials and Kafka JAAS configs: icetide's own list of
+        # secret-bearing keys (the one its scrubber uses), plus access key ids and every SASL setting.
+        "spark.redaction.regex": f"{secrets.SECRET_KEY_RE.pattern}|access[.-]?key|sasl",
         # PySpark otherwise records the Python call site of every Column function (several JVM
         # round trips and a stack inspection each): ~40% of a fan-out batch's driver time, for
         # error contexts that would only point into icetide's own code.
