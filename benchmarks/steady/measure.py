@@ -122,3 +122,20 @@ def _sum(table: Any, column: str) -> tuple[int, Any]:
 
 def _best(fn: Callable[[], Any]) -> float:
     return round(best_of(fn, 5), 4)
+
+
+def metadata_file(spark: Any, family: str, arm: str) -> str:
+    """The current metadata file of an arm's table."""
+    t = f"{CAT}.{table_of(family, arm)}"
+    return str(spark.sql(f"SELECT file FROM {t}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0])
+
+
+def register_copy(spark: Any, name: str, metadata: str) -> str:
+    """A second catalog entry over the same metadata file: the same data files, rewritten separately.
+
+    The copy shares the source's location: it is only ever compacted (never expired or
+    orphan-cleaned) and dropped without PURGE."""
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CAT}.{COPY_NS}")
+    spark.sql(f"DROP TABLE IF EXISTS {CAT}.{COPY_NS}.{name}")
+    spark.sql(f"CALL {CAT}.system.register_table(table => '{COPY_NS}.{name}', metadata_file => '{metadata}')")
+    return f"{COPY_NS}.{name}"

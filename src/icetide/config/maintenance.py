@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 
 from icetide.config.base import Interval, Strict, TableId, check_overrides, merged_for
@@ -33,6 +35,12 @@ class MaintenanceSettings(Strict):
     in_run: bool = Field(default=False, description="Run maintenance inside `icetide run`, beside ingestion")
     interval: Interval = Field(default="10 minutes", description="At most this long between cycles (polling)")
     min_interval: Interval = Field(default="60 seconds", description="At least this long between cycles")
+    plan_with: Literal["auto", "pyiceberg", "spark"] = Field(
+        default="auto",
+        description="How each cycle reads table metadata to plan: PyIceberg (no Spark job; about a quarter of "
+        "the CPU), Spark, or auto: PyIceberg when it can open the catalog, Spark otherwise and for the rest of a "
+        "cycle in which PyIceberg failed. Rewrites always run on Spark",
+    )
 
     @field_validator("overrides")
     @classmethod

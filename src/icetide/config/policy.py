@@ -74,10 +74,10 @@ class MaintenancePolicy(BaseModel):
         "(rewrite_hot_files) touches it; full compaction, sorting and delete rewrites wait until it is cold",
     )
     tier_fanout: int = Field(
-        default=16, ge=2, le=64,
+        default=8, ge=2, le=64,
         description="Minor compaction of hot partitions: files are grouped in size tiers a factor of this "
         "apart (a power of two); a tier is merged once it holds this many files. Larger: fewer rewrites "
-        "of each byte, more files between merges",
+        "of each byte, more files between merges (8: about 1.5 rewrites per byte in a day of small commits)",
     )
     layout_from_telemetry: bool = Field(
         default=True,

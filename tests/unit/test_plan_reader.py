@@ -1,0 +1,97 @@
+"""Which metadata reader a maintenance cycle plans with (``maintenance.plan_with``), and its fallback."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from icetide.config import load_config
+from icetide.errors import UnsupportedByReader
+from icetide.maintenance import cycle
+from tests.fixtures.configs import BASE, errors_for, write
+
+pytestmark = pytest.mark.unit
+
+
+class Reader:
+    """Stands in for a PyIceberg reader: ``fresh()`` views, counted."""
+
+    def __init__(self) -> None:
+        self.views = 0
+
+    def fresh(self) -> Reader:
+        self.views += 1
+        return self
+
+
+class Spark:
+    sparkContext = object()
+
+
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan_with: str, opens: bool = True,
+          fails: bool = False) -> tuple[Any, Reader, list[str]]:
+    data = copy.deepcopy(BASE)
+    data["maintenance"] = {"plan_with": plan_with}
+    cfg = load_config(write(tmp_path, data))
+    reader, used = Reader(), []
+
+    def open_reader(_cfg: Any, spark: Any = None) -> Reader:
+        if not opens:
+            raise UnsupportedByReader("catalog type X")
+        return reader
+
+    def plan_all(source: Any, _cfg: Any, tables: Any = None) -> list[Any]:
+        used.append("spark" if hasattr(source, "sparkContext") else "pyiceberg")
+        if fails and used[-1] == "pyiceberg":
+            raise ValueError("a manifest PyIceberg cannot read")
+        return []
+
+    monkeypatch.setattr("icetide.lake.readers.open_reader", open_reader)
+    monkeypatch.setattr(cycle, "plan_all", plan_all)
+    return cfg, reader, used
+
+
+def test_auto_plans_through_pyiceberg_with_a_fresh_view_each_time(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg, reader, used = setup(tmp_path, monkeypatch, "auto")
+    p = cycle.PlanReader(Spark(), cfg)  # type: ignore[arg-type]
+    p.plan(None)
+    p.plan(["a.b"])
+    assert used == ["pyiceberg", "pyiceberg"]
+    assert reader.views == 2
+
+
+def test_auto_falls_back_to_spark_for_the_rest_of_the_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg, _, used = setup(tmp_path, monkeypatch, "auto", fails=True)
+    p = cycle.PlanReader(Spark(), cfg)  # type: ignore[arg-type]
+    p.plan(None)
+    p.plan(["a.b"])
+    assert used == ["pyiceberg", "spark", "spark"]
+
+
+def test_auto_uses_spark_when_pyiceberg_cannot_open_the_catalog(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg, _, used = setup(tmp_path, monkeypatch, "auto", opens=False)
+    cycle.PlanReader(Spark(), cfg).plan(None)  # type: ignore[arg-type]
+    assert used == ["spark"]
+
+
+def test_spark_and_pyiceberg_are_taken_at_their_word(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg, _, used = setup(tmp_path, monkeypatch, "spark")
+    cycle.PlanReader(Spark(), cfg).plan(None)  # type: ignore[arg-type]
+    assert used == ["spark"]
+    cfg, _, used = setup(tmp_path, monkeypatch, "pyiceberg", fails=True)
+    with pytest.raises(ValueError, match="manifest"):
+        cycle.PlanReader(Spark(), cfg).plan(None)  # type: ignore[arg-type]
+    cfg, _, _ = setup(tmp_path, monkeypatch, "pyiceberg", opens=False)
+    with pytest.raises(UnsupportedByReader):
+        cycle.PlanReader(Spark(), cfg)  # type: ignore[arg-type]
+
+
+def test_plan_with_rejects_unknown_values(tmp_path: Path) -> None:
+    data = copy.deepcopy(BASE)
+    data["maintenance"] = {"plan_with": "duckdb"}
+    assert "maintenance.plan_with" in errors_for(tmp_path, data)
