@@ -77,3 +77,20 @@ def test_run_first_ticks_at_once_and_foreground_run_stops_from_another_thread() 
     loop.run()
     assert len(loop.at) == 1 and loop.at[0] - t0 < 0.1
     assert time.monotonic() - t0 < 2
+
+
+def test_maintenance_loop_checks_retention_hourly_not_every_cycle(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from icetide.config import load_config
+    from icetide.maintenance import loop as maintenance_loop
+    from tests.fixtures.configs import BASE, write
+
+    asked: list[bool] = []
+    monkeypatch.setattr(maintenance_loop, "run_cycle",
+                        lambda *a, retention, **k: (asked.append(retention), ([], []))[1])
+    m = maintenance_loop.MaintenanceLoop(None, load_config(write(tmp_path, BASE)), lambda: None)  # type: ignore[arg-type]
+    for _ in range(3):
+        m.tick()
+    assert asked == [True, False, False]
+    m.retention_at -= maintenance_loop.RETENTION_EVERY_S
+    m.tick()
+    assert asked == [True, False, False, True]

@@ -14,9 +14,10 @@ from icetide.health.watch import collect_all, namespaces
 from icetide.identifiers import TableRef
 from icetide.lake.meta import MetaReader
 from icetide.lake.readers import as_reader
-from icetide.maintenance import layout, retention, telemetry
+from icetide.maintenance import layout, telemetry
 from icetide.maintenance.executor import ActionRecord, Budget, Executor, last_maintained
 from icetide.maintenance.planner import TablePlan, order, plan_table
+from icetide.maintenance.retention import expire_rows as retention_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,11 +103,13 @@ class PlanReader:
 def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
               dry_run: bool = False,
               in_flight_since_ms: Callable[[], int | None] | None = None,
-              progress: Callable[[str, int, int], None] | None = None) -> tuple[list[TablePlan], list[ActionRecord]]:
+              progress: Callable[[str, int, int], None] | None = None,
+              retention: bool = True) -> tuple[list[TablePlan], list[ActionRecord]]:
     """Order tables by priority, then re-plan each one right before running it.
 
     Re-planning just before execution keeps the hot-partition check seconds old even when earlier
     tables' rewrites take minutes: a partition the stream started writing meanwhile is left alone.
+    ``retention``: also delete rows past retention from icetide's own logs (the loop asks hourly).
     """
     m = cfg.maintenance
     if not dry_run:
@@ -118,8 +121,8 @@ def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None
     budget = Budget(m.rewrites_per_cycle, m.rewrite_bytes_per_cycle)
     executed: list[TablePlan] = []
     records: list[ActionRecord] = []
-    if not dry_run:
-        records += retention.expire_rows(spark, cfg)
+    if retention and not dry_run:
+        records += retention_rows(spark, cfg)
         executor.record(records)
     planner = PlanReader(spark, cfg)
     ordered_plans = planner.plan(tables)

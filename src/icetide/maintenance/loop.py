@@ -6,11 +6,13 @@ Inside ``icetide run`` the ingest notifies the loop after each commit; the loop 
 cheap metadata polling every cycle starts with). Cycles run in the Spark scheduler pool
 ``icetide_maintenance`` (FAIR scheduling), on their own thread; a failing cycle is logged and
 never reaches the stream. ``icetide maintain --watch`` runs the same loop in the foreground.
+Retention of icetide's own logs cuts whole days, so the loop checks it once an hour, not every cycle.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+RETENTION_EVERY_S = 3600.0
 
 
 class MaintenanceLoop(LoopService):
@@ -38,6 +42,7 @@ class MaintenanceLoop(LoopService):
         self.in_flight_since_ms = in_flight_since_ms
         self.commits_seen = 0
         self.last_records: list[Any] = []
+        self.retention_at = float("-inf")  # monotonic seconds of the last retention check
 
     def notify(self, *_: object) -> None:
         """Called after every ingest commit."""
@@ -45,7 +50,12 @@ class MaintenanceLoop(LoopService):
         self.wake()
 
     def tick(self) -> None:
-        _, records = run_cycle(self.spark, self.cfg, self.tables(), in_flight_since_ms=self.in_flight_since_ms)
+        now = time.monotonic()
+        retention = now - self.retention_at >= RETENTION_EVERY_S
+        _, records = run_cycle(self.spark, self.cfg, self.tables(), in_flight_since_ms=self.in_flight_since_ms,
+                               retention=retention)
+        if retention:
+            self.retention_at = now
         self.last_records = records
         done = [f"{r.table}:{r.step}:{r.outcome}" for r in records]
         log.info("maintenance cycle %d: %s", self.ticks + 1, ", ".join(done) or "nothing to do")
