@@ -45,7 +45,7 @@ QUIET_SECONDS = 120  # the hour table's partitions turn cold 2 minutes (≈ 1.6 
 
 
 def pipeline(bootstrap: str, work: Path, trigger: str, maintain_every_s: float = 60,
-             fanout: int = 16) -> dict[str, Any]:
+             fanout: int | None = None) -> dict[str, Any]:
     topics = [f"{f}_{a}" for f in FAMILIES for a in ARMS]
     return {
         "name": "steady",
@@ -71,7 +71,7 @@ def pipeline(bootstrap: str, work: Path, trigger: str, maintain_every_s: float =
         "maintenance": {
             "log_table": "bench_meta.maintenance", "interval": f"{maintain_every_s:g} seconds",
             "min_interval": "10 seconds",
-            "policy": {"hot_partition_quiet_seconds": QUIET_SECONDS, "tier_fanout": fanout},
+            "policy": {"hot_partition_quiet_seconds": QUIET_SECONDS, **({"tier_fanout": fanout} if fanout else {})},
             "overrides": {"bench.*_plain": {"steps": []}},
         },
         "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "4g"}},
@@ -118,13 +118,14 @@ def main() -> None:
     ap.add_argument("--sample-every", type=float, default=300, help="seconds")
     ap.add_argument("--trigger", default="10 seconds", help="the pipeline's trigger interval")
     ap.add_argument("--maintain-every", type=float, default=60, help="seconds between maintenance cycles")
-    ap.add_argument("--fanout", type=int, default=16, help="maintenance.policy.tier_fanout")
+    ap.add_argument("--fanout", type=int, default=None, help="maintenance.policy.tier_fanout (default: icetide's)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
     print(f"seed {args.seed}", flush=True)
 
     from icetide.config import load_config
+    from icetide.config.policy import MaintenancePolicy
     from icetide.demo.events import create_topic
     from icetide.services.kafka import LocalKafka
     from icetide.spark import build_session
@@ -156,7 +157,8 @@ def main() -> None:
         result: dict[str, Any] = {"machine": machine(), "seed": args.seed, "minutes": args.minutes,
                                   "rate": args.rate, "cdc_rate": args.cdc_rate, "keys": args.keys,
                                   "trigger": args.trigger, "quiet_seconds": QUIET_SECONDS,
-                                  "maintain_every_s": args.maintain_every, "fanout": args.fanout,
+                                  "maintain_every_s": args.maintain_every,
+                                  "fanout": args.fanout or MaintenancePolicy().tier_fanout,
                                   "plan_with": "auto", "samples": []}
         args.out.mkdir(parents=True, exist_ok=True)
         next_at = args.sample_every

@@ -49,8 +49,25 @@ def test_debezium_changes_land_as_the_exact_final_state_on_merge_on_read(kafka, 
     h = collect(SparkMeta(spark, "icetide"), table)
     assert h.delete_files > 0 and h.deleted_records > 0 and h.delete_ratio > 0
 
-    # maintenance: the delete trigger fires, deletes are applied, the state is unchanged
+    # while hot (being written): deletes applied by a hot rewrite, then the delete files it left
+    # pointing at replaced data files dropped. On a second catalog entry over the same metadata (the
+    # cold path below runs on the table itself); dropped without PURGE.
+    hot = f"{table}_hot"
+    meta = spark.sql(f"SELECT file FROM {fq}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
+    spark.sql(f"CALL icetide.system.register_table(table => '{hot}', metadata_file => '{meta}')")
     raw = yaml.safe_load(cfg.read_text())
+    raw["maintenance"] = {"log_table": f"{table}_mlog", "policy": {"delete_files": 2, "steps": [
+        "rewrite_hot_files", "rewrite_position_delete_files"]}}
+    cfg.write_text(yaml.safe_dump(raw))
+    _, records = run_cycle(spark, load_config(cfg), [hot])
+    assert [(r.step, r.outcome) for r in records] == [("rewrite_hot_files", "ok"),
+                                                     ("rewrite_position_delete_files", "ok")], records
+    merged = collect(SparkMeta(spark, "icetide"), hot)
+    assert merged.delete_files < h.delete_files and merged.deleted_records < h.deleted_records, (merged, h)
+    assert_final_state(spark, hot, stream)
+    spark.sql(f"DROP TABLE icetide.{hot}")
+
+    # maintenance: the delete trigger fires, deletes are applied, the state is unchanged
     raw["maintenance"] = {"log_table": f"{table}_mlog", "rewrites_per_cycle": 4,
                           "policy": {"hot_partition_quiet_seconds": 0, "delete_files": 2}}
     cfg.write_text(yaml.safe_dump(raw))

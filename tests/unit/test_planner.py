@@ -147,15 +147,37 @@ def test_a_hot_cdc_table_gets_its_deletes_applied() -> None:
     p = PartitionHealth("", data_files=6, data_bytes=6 * 2**20, records=60_000, small_files=6,
                         position_delete_files=12, position_delete_records=9_000, last_write_ms=NOW - 2000,
                         size_hist={20: 6})
-    [step] = plan_table(table(p), [], MaintenancePolicy(), NOW).steps
+    step, deletes = plan_table(table(p), [], MaintenancePolicy(), NOW).steps
     assert step.action == "rewrite_hot_files"
     assert step.reason == "(unpartitioned): hot, delete ratio 0.150 / 12 delete files"
+    # then its delete files are merged, dropping the records of the files just replaced
+    assert deletes.action == "rewrite_position_delete_files" and deletes.hot
+    assert deletes.options["rewrite-all"] == "true" and deletes.args == {}
     assert step.options["min-file-size-bytes"] == "0"  # no size tier: only the files with deletes
     assert step.options["delete-file-threshold"] == "10" and step.options["delete-ratio-threshold"] == "0.1"
     quiet = PartitionHealth("", data_files=6, data_bytes=6 * 2**20, records=60_000, small_files=6,
                             position_delete_files=3, position_delete_records=300, last_write_ms=NOW - 2000,
                             size_hist={20: 6})
-    assert plan_table(table(quiet), [], MaintenancePolicy(), NOW).steps == []  # below both thresholds
+    # below both thresholds: no data rewrite, so no delete file dangles either
+    assert plan_table(table(quiet), [], MaintenancePolicy(), NOW).steps == []
+
+
+def test_hot_delete_file_merges_are_per_partition_and_outside_the_rewrite_budget() -> None:
+    from icetide.maintenance.executor import Budget
+
+    hot = part("2026-03-02", {15: 3}, 5, position_delete_files=4, position_delete_records=200)  # ratio 0.67
+    cold = part("2026-03-01", {15: 3}, 7200, position_delete_files=4)
+    idle = part("2026-03-03", {15: 3}, 5, position_delete_files=4)  # hot, nothing rewritten: nothing dangles
+    steps = plan_table(table(hot, cold, idle), DAY_SPEC, MaintenancePolicy(), NOW).steps
+    assert [s.action for s in steps][:2] == ["rewrite_hot_files", "rewrite_position_delete_files"]
+    merges = [s for s in steps if s.action == "rewrite_position_delete_files"]
+    assert [(m.hot, m.partitions) for m in merges] == [(True, [hot.partition]), (False, [cold.partition])]
+    assert "2026-03-02" in merges[0].args["where"] and "2026-03-01" not in merges[0].args["where"]
+    budget = Budget(rewrites=1)
+    budget.spend(merges[1])  # the cold one uses the cycle's only rewrite
+    assert not budget.allows(merges[1]) and budget.allows(merges[0])
+    budget.spend(merges[0])
+    assert budget.used_rewrites == 1
 
 
 def test_a_cold_partition_left_fragmented_by_minor_compaction_is_compacted_once() -> None:

@@ -60,7 +60,7 @@ class Budget:
     used_bytes: int = 0
 
     def allows(self, step: Step) -> bool:
-        if step.action == StepName.REWRITE_HOT_FILES:  # small by construction (< fanout files per tier)
+        if step.action == StepName.REWRITE_HOT_FILES or step.hot:  # small by construction (hot partitions)
             return True
         if step.action not in (StepName.REWRITE_DATA_FILES, StepName.REWRITE_POSITION_DELETE_FILES):
             return True
@@ -70,7 +70,7 @@ class Budget:
         return self.used_rewrites == 0 or self.used_bytes + step.expected_bytes <= self.rewrite_bytes
 
     def spend(self, step: Step) -> None:
-        if step.action in (StepName.REWRITE_DATA_FILES, StepName.REWRITE_POSITION_DELETE_FILES):
+        if step.action in (StepName.REWRITE_DATA_FILES, StepName.REWRITE_POSITION_DELETE_FILES) and not step.hot:
             self.used_rewrites += 1
         if step.action.rewrites_data:
             self.used_bytes += step.expected_bytes

@@ -5,14 +5,13 @@ full compaction of cold partitions (applying deletes) → rewrite position delet
 manifests. Each step only when its threshold fires and it can change something; each step carries
 its reason, the figures that fired it and the expected gain.
 
-Hot partitions (written within the quiet time) get only tiered minor compaction: data files fall
-in size tiers a factor ``tier_fanout`` apart, below half the target size; once a tier holds
-``tier_fanout`` files, the files of that tier and every smaller one are merged (binpack, no sort).
-A merged file lands at least one tier up, so each byte is rewritten at most once per tier while
-hot, and a hot partition holds fewer than ``tier_fanout`` files per tier plus the commits since
-the last cycle. Appends never conflict with such a rewrite (Iceberg validates a rewrite against
-deletes of the files it replaces, not against new files). Cold partitions get the full compaction
-(sort / z-order when configured) to the target size.
+Hot partitions (written within the quiet time) get tiered minor compaction: data files fall in size
+tiers a factor ``tier_fanout`` apart, below half the target size; once a tier holds ``tier_fanout``
+files, that tier and every smaller file are merged (binpack). A merged file lands at least one tier
+up, so each byte is rewritten at most once per tier while hot, and a hot partition holds fewer than
+``tier_fanout`` files per tier plus the commits since the last cycle; its position delete files are
+merged into one. Appends never conflict with such a rewrite (Iceberg validates a rewrite against
+deletes of the files it replaces). Cold partitions get the full compaction (sorted when configured).
 
 Priority across tables: ``(100 - score) + policy.priority_boost + min(20, minutes since icetide
 last maintained the table / 30) + min(20, 5·log2(1 + queries))``, highest first, ties by name.
@@ -24,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from icetide.config.policy import MaintenancePolicy, StepName
@@ -45,6 +45,7 @@ class Step:
     options: dict[str, str] = field(default_factory=dict)
     partitions: list[str] = field(default_factory=list)
     expected_bytes: int = 0
+    hot: bool = False  # on partitions being written: small by construction, outside the rewrite budget
 
 
 @dataclass
@@ -62,8 +63,6 @@ class TablePlan:
 
 
 def _ts(ms: float) -> str:
-    from datetime import UTC, datetime
-
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
@@ -79,14 +78,13 @@ def priority(h: TableHealth, policy: MaintenancePolicy, last_maintained_ms: int 
     return round((100 - h.score) + policy.priority_boost + waited + demand(queries), 3)
 
 
-def _hot(p: PartitionHealth, policy: MaintenancePolicy, now_ms: int) -> bool:
+def _hot(p: PartitionHealth, policy: MaintenancePolicy, now_ms: int) -> bool:  # written within the quiet time
     return p.last_write_ms is not None and now_ms - p.last_write_ms < policy.hot_partition_quiet_seconds * 1000
 
 
 @dataclass(frozen=True)
 class TierMerge:
     """A minor compaction of one partition: every data file below ``below_bytes`` is merged."""
-
     tier: int  # 1 = the tier just below half the target size; higher = smaller files
     tier_files: int  # files in the tier that fired
     files: int  # files selected (that tier and every smaller one)
@@ -162,6 +160,8 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
 
     if StepName.REWRITE_HOT_FILES in policy.steps:
         steps += _hot_steps(h, spec, policy, now_ms, target, skipped)
+    if StepName.REWRITE_POSITION_DELETE_FILES in policy.steps:  # after the hot rewrite that left them dangling
+        steps += _hot_delete_files_step(h, spec, {p for s in steps for p in s.partitions}, skipped)
 
     candidates: list[tuple[PartitionHealth, str]] = []
     for p in sorted(h.partitions, key=lambda p: (p.score, -p.data_files)):
@@ -170,8 +170,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
         fragmented = (p.small_files >= 2 and p.data_files > max(1, math.ceil(p.data_bytes / target))
                       and not _hot(p, policy, now_ms))
         needs_compact = p.small_files >= policy.min_input_files or fragmented
-        needs_deletes = p.delete_files > 0 and (p.delete_ratio >= policy.delete_ratio
-                                                 or p.delete_files >= policy.delete_files)
+        needs_deletes = _needs_deletes(p, policy)
         if not (needs_compact or needs_deletes):
             continue
         label = p.partition or "(unpartitioned)"
@@ -338,6 +337,31 @@ def _hot_steps(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             expected_bytes=approx,
         ))
     return steps
+
+
+def _hot_delete_files_step(h: TableHealth, spec: list[PartitionField], rewritten: set[str],
+                           skipped: list[str]) -> list[Step]:
+    """After a hot rewrite, drop the position deletes of the data files it replaced: a rewrite with the
+    starting sequence number leaves them in place (none dangles by sequence number), and readers keep
+    opening them. Reads and writes delete files only."""
+    parts = [p for p in h.partitions if p.partition in rewritten and p.position_delete_files >= 1]
+    filters = [(p, where(spec, p.partition) if spec else None) for p in parts[:MAX_PARTITIONS_PER_STEP]]
+    skipped += [f"{p.partition}: cannot be selected safely by a filter; left alone" for p, f in filters
+                if spec and f is None]
+    filters = [(p, f) for p, f in filters if f is not None or not spec]
+    if not filters:
+        return []
+    n = sum(p.position_delete_files for p, _ in filters)
+    return [Step(
+        h.table, StepName.REWRITE_POSITION_DELETE_FILES,
+        f"{n} position delete files in {len(filters)} hot partition(s) rewritten above",
+        {"position_delete_files": n, "partitions": len(filters)},
+        f"≤ {n} position delete files: those of the data files replaced above dropped; the stream keeps writing",
+        args={"where": " OR ".join(f"({f})" for _, f in filters)} if spec else {},
+        options={"rewrite-all": "true", "partial-progress.enabled": "true"},
+        partitions=[p.partition for p, _ in filters],
+        hot=True,
+    )]
 
 
 def _layout_step(t: str, spec: list[PartitionField], d: layout.Decision, target: int, compacting: set[str],
