@@ -9,8 +9,8 @@ Hot partitions (written within the quiet time) get tiered minor compaction: data
 tiers a factor ``tier_fanout`` apart, below half the target size; once a tier holds ``tier_fanout``
 files, that tier and every smaller file are merged (binpack). A merged file lands at least one tier
 up, so each byte is rewritten at most once per tier while hot, and a hot partition holds fewer than
-``tier_fanout`` files per tier plus the commits since the last cycle; its position delete files are
-merged into one. Appends never conflict with such a rewrite (Iceberg validates a rewrite against
+``tier_fanout`` files per tier plus the commits since the last cycle; the position deletes of the
+files it replaced are dropped. Appends never conflict with such a rewrite (Iceberg validates a rewrite against
 deletes of the files it replaces). Cold partitions get the full compaction (sorted when configured).
 
 Priority across tables: ``(100 - score) + policy.priority_boost + min(20, minutes since icetide
@@ -161,7 +161,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
     if StepName.REWRITE_HOT_FILES in policy.steps:
         steps += _hot_steps(h, spec, policy, now_ms, target, skipped)
     if StepName.REWRITE_POSITION_DELETE_FILES in policy.steps:  # after the hot rewrite that left them dangling
-        steps += _hot_delete_files_step(h, spec, {p for s in steps for p in s.partitions}, skipped)
+        steps += _hot_delete_files_step(h, spec, {p for s in steps for p in s.partitions})
 
     candidates: list[tuple[PartitionHealth, str]] = []
     for p in sorted(h.partitions, key=lambda p: (p.score, -p.data_files)):
@@ -339,16 +339,13 @@ def _hot_steps(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
     return steps
 
 
-def _hot_delete_files_step(h: TableHealth, spec: list[PartitionField], rewritten: set[str],
-                           skipped: list[str]) -> list[Step]:
+def _hot_delete_files_step(h: TableHealth, spec: list[PartitionField], rewritten: set[str]) -> list[Step]:
     """After a hot rewrite, drop the position deletes of the data files it replaced: a rewrite with the
     starting sequence number leaves them in place (none dangles by sequence number), and readers keep
     opening them. Reads and writes delete files only."""
     parts = [p for p in h.partitions if p.partition in rewritten and p.position_delete_files >= 1]
+    # every partition in ``rewritten`` was selected by a safe filter already (_hot_steps skips the rest)
     filters = [(p, where(spec, p.partition) if spec else None) for p in parts[:MAX_PARTITIONS_PER_STEP]]
-    skipped += [f"{p.partition}: cannot be selected safely by a filter; left alone" for p, f in filters
-                if spec and f is None]
-    filters = [(p, f) for p, f in filters if f is not None or not spec]
     if not filters:
         return []
     n = sum(p.position_delete_files for p, _ in filters)
