@@ -34,6 +34,12 @@ STREAMING_TABLE_DEFAULTS: dict[str, str] = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "50",
     "commit.retry.num-retries": "10",
+    # icetide's appends, MERGEs and rewrites commit through Iceberg's merging producers, which fold a
+    # table's small manifests together once this many would be read (Iceberg's default is 100: one
+    # manifest per commit until then, and planning a scan reads every one). Measured on 120 small
+    # appends: 21 manifests and 27 ms to plan with PyIceberg at 100; 1 manifest, 8 ms at 8, with no
+    # slower commits. A merge rewrites at most commit.manifest.target-size-bytes (8 MiB) of manifests.
+    "commit.manifest.min-count-to-merge": "8",
 }
 
 
