@@ -38,6 +38,7 @@ def test_hot_partition_stays_compacted_while_streaming(kafka, spark, lake, tmp_p
         "policy": {"tier_fanout": FANOUT, "snapshots_trigger": 1000}},
         health={"namespaces": ["hc"], "history_table": "hc.health"})
     cfg["target"]["properties"] = {"write.target-file-size-bytes": str(TARGET)}
+    cfg["source"]["records_per_task"] = None  # one file per Kafka partition per commit: twice the small files
     cfg["stream"]["trigger_interval"] = f"{TRIGGER} seconds"
     path = tmp_path / "hot.yaml"
     path.write_text(yaml.safe_dump(cfg))

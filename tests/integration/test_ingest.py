@@ -59,6 +59,10 @@ def test_ingest_lands_every_record_once_and_dead_letters_bad_ones(kafka, spark, 
                           "WHERE CAST(summary['added-records'] AS BIGINT) > 0").collect()
     assert summaries and all(s[0]["icetide.pipeline"] == runner.cfg.name for s in summaries)
     assert all("icetide.batch-offsets" in s[0] and "icetide.batch-planned-at-ms" in s[0] for s in summaries)
+    # a batch far below source.records_per_task is written by one task: one file per table partition
+    # it touched, not one per Kafka partition (4 here)
+    files = [(int(s[0]["added-data-files"]), int(s[0]["changed-partition-count"])) for s in summaries]
+    assert all(f == p for f, p in files), files
     cols = spark.table(f"icetide.{table}").columns
     assert {"_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_key"} <= set(cols)
 

@@ -72,3 +72,22 @@ def test_many_partitions_are_packed_small_and_round_trip() -> None:
     assert stored.startswith("z1:") and len(stored) < len(plain) * 0.6, (len(stored), len(plain))
     assert BatchRanges.decode(stored).ranges == ranges.ranges
     assert unpack(pack("short")) == "short" and pack("short") == "short"
+
+
+def test_a_small_batch_from_many_kafka_partitions_is_read_by_fewer_tasks() -> None:
+    from icetide.config.source import KafkaSource
+    from icetide.ingest.source import batch_tasks
+
+    src = KafkaSource(bootstrap_servers="k:9092", topics=["t"], records_per_task=1000)
+    twelve = {("t", p): (100, 100 + 300) for p in range(12)}  # 3,600 records over 12 partitions
+    assert BatchRanges(twelve).records() == 3600
+    assert batch_tasks(src, BatchRanges(twelve)) == 4
+    # never more tasks than partitions with records; empty partitions do not count
+    sparse = {("t", 0): (0, 50_000), ("t", 1): (7, 7), ("t", 2): (0, 10)}
+    assert batch_tasks(src, BatchRanges(sparse)) is None  # 2 busy partitions, 51 tasks wanted: leave Spark's 2
+    assert batch_tasks(src, BatchRanges({("t", 0): (5, 5)})) is None  # nothing to read
+    assert batch_tasks(KafkaSource(bootstrap_servers="k:9092", topics=["t"], records_per_task=None),
+                       BatchRanges(twelve)) is None
+    assert batch_tasks(KafkaSource(bootstrap_servers="k:9092", topics=["t"], min_partitions=24),
+                       BatchRanges(twelve)) is None  # the user asked for Spark's split
+    assert batch_tasks(KafkaSource(bootstrap_servers="k:9092", topics=["t"]), BatchRanges(twelve)) == 1

@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 from icetide import faults
 from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
-from icetide.ingest import checks, decode, evolution, multi_write, one_pass, routing, shapes
+from icetide.ingest import checks, decode, evolution, multi_write, one_pass, routing, shapes, source
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
 from icetide.ingest.ledger import Ledger, scan_ranges
 from icetide.ingest.prepare import Preparer
@@ -118,6 +118,9 @@ class BatchWriter:
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
+        tasks = source.batch_tasks(cfg.source, ranges)
+        if tasks is not None:  # fewer, larger files: the Kafka read and every write run in ``tasks`` tasks
+            rows = rows.coalesce(tasks)
         shape = self.preparer.shape_column()
         if shape is not None:  # computed with the routing value, kept in the cache (8 bytes a record)
             rows = rows.withColumn(shapes.SHAPE, shape)

@@ -96,6 +96,10 @@ class BatchRanges:
     def ends(self) -> dict[TopicPartition, int]:
         return {tp: end for tp, (_, end) in self.ranges.items()}
 
+    def records(self) -> int:
+        """Offsets the batch covers (records, or fewer on compacted or transactional topics)."""
+        return sum(max(0, end - start) for start, end in self.ranges.values())
+
     def stored(self) -> str:
         """What a snapshot carries: the non-empty ranges as ``{"topic": [[partition, end, length],
         ...]}`` (the length is short, where a start would repeat the end's digits), packed (see
