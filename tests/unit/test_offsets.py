@@ -81,13 +81,18 @@ def test_a_small_batch_from_many_kafka_partitions_is_read_by_fewer_tasks() -> No
     src = KafkaSource(bootstrap_servers="k:9092", topics=["t"], records_per_task=1000)
     twelve = {("t", p): (100, 100 + 300) for p in range(12)}  # 3,600 records over 12 partitions
     assert BatchRanges(twelve).records() == 3600
-    assert batch_tasks(src, BatchRanges(twelve)) == 4
+    assert batch_tasks(src, BatchRanges(twelve), cores=1) == 4
+    assert batch_tasks(src, BatchRanges(twelve), cores=3) == 6  # two full waves, not one and a third
+    assert batch_tasks(src, BatchRanges(twelve), cores=8) == 8  # one wave on 8 cores
+    assert batch_tasks(src, BatchRanges(twelve), cores=16) is None  # 16 wanted: the 12 partitions will do
+    small = {("t", p): (0, 80) for p in range(12)}  # 960 records: one task, however many cores
+    assert batch_tasks(src, BatchRanges(small), cores=8) == 1
     # never more tasks than partitions with records; empty partitions do not count
     sparse = {("t", 0): (0, 50_000), ("t", 1): (7, 7), ("t", 2): (0, 10)}
-    assert batch_tasks(src, BatchRanges(sparse)) is None  # 2 busy partitions, 51 tasks wanted: leave Spark's 2
-    assert batch_tasks(src, BatchRanges({("t", 0): (5, 5)})) is None  # nothing to read
+    assert batch_tasks(src, BatchRanges(sparse), cores=2) is None  # 2 busy partitions, 51 tasks wanted: leave Spark's 2
+    assert batch_tasks(src, BatchRanges({("t", 0): (5, 5)}), cores=2) is None  # nothing to read
     assert batch_tasks(KafkaSource(bootstrap_servers="k:9092", topics=["t"], records_per_task=None),
-                       BatchRanges(twelve)) is None
+                       BatchRanges(twelve), cores=2) is None
     assert batch_tasks(KafkaSource(bootstrap_servers="k:9092", topics=["t"], min_partitions=24),
-                       BatchRanges(twelve)) is None  # the user asked for Spark's split
-    assert batch_tasks(KafkaSource(bootstrap_servers="k:9092", topics=["t"]), BatchRanges(twelve)) == 1
+                       BatchRanges(twelve), cores=2) is None  # the user asked for Spark's split
+    assert batch_tasks(KafkaSource(bootstrap_servers="k:9092", topics=["t"]), BatchRanges(twelve), cores=2) == 1

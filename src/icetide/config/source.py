@@ -28,11 +28,11 @@ class KafkaSource(Strict):
     )
     min_partitions: int | None = Field(default=None, gt=0, description="Spark input partitions")
     records_per_task: int | None = Field(
-        default=100_000, gt=0,
-        description="A micro-batch is read and written by about one task per this many records (at most one "
-        "per Kafka partition): each task writes its own file per table partition, so a small batch from many "
-        "Kafka partitions makes one file per table partition instead of one per Kafka partition. "
-        "null, or min_partitions set: one task per Kafka partition (Spark's default)",
+        default=125_000, gt=0,
+        description="A micro-batch is read and written by about one task per this many records (rounded up to a "
+        "multiple of the cores, at most one per Kafka partition): each task writes its own file per table "
+        "partition, so a small batch from many Kafka partitions makes one file per table partition instead of "
+        "one per Kafka partition. null, or min_partitions set: one task per Kafka partition (Spark's default)",
     )
     max_value_bytes: int = Field(
         default=8 * 1024 * 1024, gt=0, description="Larger values are dead-lettered as oversized"

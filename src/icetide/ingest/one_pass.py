@@ -38,9 +38,6 @@ RECENT_BATCHES = 20
 #: At most this many targets (the most recently written): each task keeps a writer open per table
 #: it meets, so a wider fan-out leaves its least recent tables to the usual path.
 MAX_TARGETS = 64
-#: Records per write task: each task writes one file per table it meets, so a small batch is read
-#: by fewer tasks than it has Kafka partitions (fewer, larger files).
-ROWS_PER_TASK = 125_000
 
 
 @dataclass

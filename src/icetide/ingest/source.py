@@ -110,8 +110,9 @@ def read_stream(spark: SparkSession, src: KafkaSource, starting_offsets: str,
     return reader.load()
 
 
-def batch_tasks(src: KafkaSource, ranges: BatchRanges) -> int | None:
-    """Tasks to read and write a micro-batch with: about one per ``records_per_task`` records, never
+def batch_tasks(src: KafkaSource, ranges: BatchRanges, cores: int) -> int | None:
+    """Tasks to read and write a micro-batch with: about one per ``records_per_task`` records,
+    rounded up to a multiple of ``cores`` once more than one (no wave of tasks with idle cores), never
     more than the Kafka partitions that have records; None: leave Spark's one task per partition.
 
     Each task writes its own file to every table partition it touches, so a 10 s batch of 4,000
@@ -120,6 +121,8 @@ def batch_tasks(src: KafkaSource, ranges: BatchRanges) -> int | None:
         return None
     busy = sum(1 for start, end in ranges.ranges.values() if end > start)
     want = max(1, -(-ranges.records() // src.records_per_task))
+    if want > 1:
+        want = -(-want // max(1, cores)) * max(1, cores)
     return want if want < busy else None
 
 

@@ -134,9 +134,6 @@ class OnePass(Strategy):
         if not staged:
             return None
         order = sorted(staged)
-        tasks = max(1, -(-sum(end - start for start, end in ctx.ranges.ranges.values()) // one_pass.ROWS_PER_TASK))
-        if tasks < len(ctx.ranges.ranges):  # the Kafka source reads one task per topic partition
-            rows = rows.coalesce(tasks)
         targets = [one_pass.Target(x, pre.schema(x), pre.full_schema(x)) for x in order]
         frame, struct_of = one_pass.frame(rows, targets, t.kafka_metadata_columns, cfg.source.max_value_bytes)
         ctx.lap("one_pass_plan")
