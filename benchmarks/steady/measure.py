@@ -49,10 +49,11 @@ def layout(spark: Any, family: str, arm: str) -> dict[str, Any]:
                      "GROUP BY 1, 2").collect()
     data = {r["p"]: (int(r["n"]), int(r["b"])) for r in rows if r["content"] == 0}
     deletes = sum(int(r["n"]) for r in rows if r["content"] != 0)
+    manifests = int(spark.sql(f"SELECT count(*) FROM {t}.manifests").first()[0])
     newest = max(data) if data else None
     files = sum(n for n, _ in data.values())
     size = sum(b for _, b in data.values())
-    return {"data_files": files, "delete_files": deletes, "partitions": len(data),
+    return {"data_files": files, "delete_files": deletes, "partitions": len(data), "manifests": manifests,
             "avg_file_bytes": round(size / files) if files else 0,
             "max_partition_files": max((n for n, _ in data.values()), default=0),
             "newest_partition_files": data[newest][0] if newest else 0}

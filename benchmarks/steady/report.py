@@ -69,14 +69,16 @@ def write(result: dict[str, Any], out: Path) -> None:
             row.append(f"{a['plain']['queries'][f'{eng}.{q}'] / a['compact']['queries'][f'{eng}.{q}']:.2f}")
         lines.append(f"| {s['elapsed_s'] // 60} min | " + " | ".join(row) + " |")
     lines += ["", "## Files", "", "| sample | table | plain files | icetide files (newest partition) | "
-              "compacted files | plain avg KiB | icetide avg KiB | icetide delete files |",
-              "|---|---|---|---|---|---|---|---|"]
+              "compacted files | plain avg KiB | icetide avg KiB | icetide delete files | manifests "
+              "plain / icetide / compacted |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for s in samples:
         for fam, f in s["families"].items():
             p, i, c = (f["arms"][a]["layout"] for a in ("plain", "ice", "compact"))
             lines.append(f"| {s['elapsed_s'] // 60} min | {fam} | {p['data_files']} | {i['data_files']} "
                          f"({i['newest_partition_files']}) | {c['data_files']} | {p['avg_file_bytes'] // 1024} | "
-                         f"{i['avg_file_bytes'] // 1024} | {i['delete_files']} |")
+                         f"{i['avg_file_bytes'] // 1024} | {i['delete_files']} | "
+                         f"{p.get('manifests', '?')} / {i.get('manifests', '?')} / {c.get('manifests', '?')} |")
     end = result.get("end")
     if end:
         lines += ["", "## Cost", ""]
