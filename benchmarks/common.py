@@ -13,13 +13,15 @@ def ts(text: str) -> float:
 
 
 def stop_when_idle(query: Any, idle_seconds: float = 20.0) -> None:
-    """Stop a query once no new rows have arrived for ``idle_seconds`` (any trigger, also 0 s)."""
-    seen, idle_since = -1, None
+    """Stop a query once no new rows have arrived for ``idle_seconds`` (any trigger, also 0 s), counted
+    from its first rows (a producer that starts late is waited for, up to 5 minutes)."""
+    seen, idle_since, started = -1, None, time.monotonic()
     while True:
         time.sleep(0.5)
         total = sum(p["numInputRows"] for p in query.recentProgress)
         last = query.lastProgress
-        if total == seen and last is not None and last["numInputRows"] == 0:
+        waited_enough = total > 0 or time.monotonic() - started > 300
+        if total == seen and last is not None and last["numInputRows"] == 0 and waited_enough:
             idle_since = idle_since or time.monotonic()
             if time.monotonic() - idle_since > idle_seconds:
                 break
