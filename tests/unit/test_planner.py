@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -132,6 +133,18 @@ def test_expiry_is_planned_only_when_a_snapshot_can_expire() -> None:
     old = [NOW - 7200_000, NOW - 7100_000, *young]
     [step] = plan_table(table(snapshots=old), [], policy, NOW).steps
     assert step.action == "expire_snapshots" and step.figures == {"snapshots": 12, "expirable": 2}
+
+
+def test_snapshot_max_count_expires_young_snapshots_beyond_the_newest_n() -> None:
+    young = [NOW - s * 10_000 for s in range(60, 0, -1)]  # 60 snapshots 10 s apart, all younger than 24 h
+    assert plan_table(table(snapshots=young), [], MaintenancePolicy(), NOW).steps == []  # by age: nothing
+    policy = MaintenancePolicy(snapshot_max_count=40, snapshot_retain_last=20)
+    [step] = plan_table(table(snapshots=young), [], policy, NOW).steps
+    assert step.action == "expire_snapshots" and step.figures == {"snapshots": 60, "expirable": 20}
+    assert step.args["older_than"] == datetime.fromtimestamp((NOW - 400_000) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    assert step.args["retain_last"] == 20
+    # at or below the cap (and the trigger): nothing to do
+    assert plan_table(table(snapshots=young[-40:]), [], policy, NOW).steps == []
 
 
 def test_priority_orders_by_score_wait_and_demand() -> None:

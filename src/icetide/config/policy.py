@@ -62,6 +62,11 @@ class MaintenancePolicy(BaseModel):
     snapshot_max_age_seconds: float = Field(default=24 * 3600, gt=0, description="Expire snapshots older than this")
     snapshot_retain_last: int = Field(default=20, ge=1, description="Always keep this many snapshots")
     snapshots_trigger: int = Field(default=100, ge=1, description="Expire once more snapshots than this exist")
+    snapshot_max_count: int | None = Field(
+        default=None, ge=1,
+        description="Also expire all but the newest this many snapshots, whatever their age (never fewer than "
+        "snapshot_retain_last): bounds the metadata every reader parses on a table committed every few seconds, "
+        "at the cost of time travel; null: by age only")
     orphan_min_age_seconds: float = Field(
         default=3 * 24 * 3600, ge=ORPHAN_FLOOR_SECONDS,
         description="Only files older than this can be orphans (floor 1 h; must exceed the longest "

@@ -8,10 +8,9 @@ its reason, the figures that fired it and the expected gain.
 Hot partitions (written within the quiet time) get tiered minor compaction: data files fall in size
 tiers a factor ``tier_fanout`` apart, below half the target size; once a tier holds ``tier_fanout``
 files, that tier and every smaller file are merged (binpack). A merged file lands at least one tier
-up, so each byte is rewritten at most once per tier while hot, and a hot partition holds fewer than
-``tier_fanout`` files per tier plus the commits since the last cycle; the position deletes of the
-files it replaced are dropped. Appends never conflict with such a rewrite (Iceberg validates a rewrite against
-deletes of the files it replaces). Cold partitions get the full compaction (sorted when configured).
+up, so each byte is rewritten at most once per tier while hot; a hot partition holds fewer than
+``tier_fanout`` files per tier plus the commits since the last cycle. Appends never conflict with it
+(a rewrite is validated against deletes). Cold partitions get the full compaction (sorted if set).
 
 Priority across tables: ``(100 - score) + policy.priority_boost + min(20, minutes since icetide
 last maintained the table / 30) + min(20, 5·log2(1 + queries))``, highest first, ties by name.
@@ -129,11 +128,13 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
                layout_input: layout.LayoutInput | None = None) -> TablePlan:
     steps: list[Step] = []
     skipped: list[str] = []
-    t = h.table
+    t, cap = h.table, policy.snapshot_max_count
     target = policy.target_file_size_bytes or h.target_file_bytes
 
-    if StepName.EXPIRE_SNAPSHOTS in policy.steps and h.snapshots > policy.snapshots_trigger:
+    if StepName.EXPIRE_SNAPSHOTS in policy.steps and h.snapshots > min(policy.snapshots_trigger, cap or h.snapshots):
         older = now_ms - policy.snapshot_max_age_seconds * 1000
+        if cap and h.snapshots > cap:  # the newest ``cap`` stay; the procedure takes whole seconds
+            older = max(older, sorted(h.snapshot_times_ms)[-cap] // 1000 * 1000)
         n = expirable(h.snapshot_times_ms, older, policy.snapshot_retain_last)
         if n == 0:
             skipped.append(f"expire_snapshots: {h.snapshots} snapshots > trigger {policy.snapshots_trigger}, but "
