@@ -271,16 +271,16 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
 
 
 def _rewrite_options(policy: MaintenancePolicy, target: int, min_input_files: int, expected: int) -> dict[str, str]:
-    """``rewrite_data_files`` options shared by minor and full compaction: bounded groups committed
-    as they finish (about one commit per ``max_file_group_bytes`` of input, at most 10: a commit per
-    small group cost 9–30% of an idle rewrite's time), deletes applied past the policy's thresholds,
-    no conflict with new appends."""
+    """``rewrite_data_files`` options shared by minor and full compaction: deletes applied past the
+    policy's thresholds, no conflict with new appends, and above one file group of input, groups
+    committed as they finish (about one commit per ``max_file_group_bytes``, at most 10). Below that,
+    one commit without partial progress, which measured 0.1 s slower on a 1.1 s rewrite."""
     commits = min(10, max(1, math.ceil(expected / policy.max_file_group_bytes)))
+    progress = {"partial-progress.enabled": "true", "partial-progress.max-commits": str(commits)}
     return {
         "min-input-files": str(min_input_files),
         "target-file-size-bytes": str(target),
-        "partial-progress.enabled": "true",
-        "partial-progress.max-commits": str(commits),
+        **(progress if commits > 1 else {}),
         "max-file-group-size-bytes": str(policy.max_file_group_bytes),
         "delete-file-threshold": str(policy.delete_files),
         "delete-ratio-threshold": str(policy.delete_ratio),
