@@ -141,6 +141,7 @@ def test_snapshot_max_count_expires_young_snapshots_beyond_the_newest_n() -> Non
     policy = MaintenancePolicy(snapshot_max_count=40, snapshot_retain_last=20)
     [step] = plan_table(table(snapshots=young), [], policy, NOW).steps
     assert step.action == "expire_snapshots" and step.figures == {"snapshots": 60, "expirable": 20}
+    assert step.reason == "60 snapshots > trigger 40; 20 older than the newest 40"
     assert step.args["older_than"] == datetime.fromtimestamp((NOW - 400_000) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
     assert step.args["retain_last"] == 20
     # at or below the cap (and the trigger): nothing to do

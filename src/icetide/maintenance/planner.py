@@ -130,19 +130,19 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
     skipped: list[str] = []
     t, cap = h.table, policy.snapshot_max_count
     target = policy.target_file_size_bytes or h.target_file_bytes
+    trigger, floor = min(policy.snapshots_trigger, cap or policy.snapshots_trigger), "the age floor"
 
-    if StepName.EXPIRE_SNAPSHOTS in policy.steps and h.snapshots > min(policy.snapshots_trigger, cap or h.snapshots):
+    if StepName.EXPIRE_SNAPSHOTS in policy.steps and h.snapshots > trigger:
         older = now_ms - policy.snapshot_max_age_seconds * 1000
         if cap and h.snapshots > cap:  # the newest ``cap`` stay; the procedure takes whole seconds
-            older = max(older, sorted(h.snapshot_times_ms)[-cap] // 1000 * 1000)
+            older, floor = max(older, sorted(h.snapshot_times_ms)[-cap] // 1000 * 1000), f"the newest {cap}"
         n = expirable(h.snapshot_times_ms, older, policy.snapshot_retain_last)
         if n == 0:
-            skipped.append(f"expire_snapshots: {h.snapshots} snapshots > trigger {policy.snapshots_trigger}, but "
+            skipped.append(f"expire_snapshots: {h.snapshots} snapshots > trigger {trigger}, but "
                            f"none beyond the last {policy.snapshot_retain_last} is older than {_ts(older)} UTC")
         else:
             steps.append(Step(
-                t, StepName.EXPIRE_SNAPSHOTS,
-                f"{h.snapshots} snapshots > trigger {policy.snapshots_trigger}; {n} older than the age floor",
+                t, StepName.EXPIRE_SNAPSHOTS, f"{h.snapshots} snapshots > trigger {trigger}; {n} older than {floor}",
                 {"snapshots": h.snapshots, "expirable": n},
                 f"drop snapshots older than {_ts(older)} UTC, keeping the last {policy.snapshot_retain_last}; "
                 f"{n} fewer snapshots",
