@@ -119,10 +119,10 @@ def batch_tasks(src: KafkaSource, ranges: BatchRanges, cores: int) -> int | None
     records from 12 Kafka partitions would add 12 files of ~300 records to today's partition."""
     if src.records_per_task is None or src.min_partitions:
         return None
-    busy = sum(1 for start, end in ranges.ranges.values() if end > start)
+    busy, cores = sum(1 for start, end in ranges.ranges.values() if end > start), max(1, cores)
     want = max(1, -(-ranges.records() // src.records_per_task))
     if want > 1:
-        want = -(-want // max(1, cores)) * max(1, cores)
+        want = -(-want // cores) * cores
     return want if want < busy else None
 
 
