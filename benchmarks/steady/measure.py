@@ -50,25 +50,52 @@ def layout(spark: Any, family: str, arm: str) -> dict[str, Any]:
     data = {r["p"]: (int(r["n"]), int(r["b"])) for r in rows if r["content"] == 0}
     deletes = sum(int(r["n"]) for r in rows if r["content"] != 0)
     manifests = int(spark.sql(f"SELECT count(*) FROM {t}.manifests").first()[0])
+    snapshots = int(spark.sql(f"SELECT count(*) FROM {t}.snapshots").first()[0])
     newest = max(data) if data else None
     files = sum(n for n, _ in data.values())
     size = sum(b for _, b in data.values())
     return {"data_files": files, "delete_files": deletes, "partitions": len(data), "manifests": manifests,
+            "snapshots": snapshots,
             "avg_file_bytes": round(size / files) if files else 0,
             "max_partition_files": max((n for n, _ in data.values()), default=0),
             "newest_partition_files": data[newest][0] if newest else 0}
 
 
-def write_amplification(spark: Any, family: str) -> dict[str, int]:
-    """Bytes ingest committed and bytes icetide's rewrites replaced, from the icetide arm's snapshots."""
-    t = f"{CAT}.{table_of(family, 'ice')}"
-    r = spark.sql(f"""SELECT
-        coalesce(sum(CASE WHEN summary['icetide.pipeline'] IS NOT NULL
-                     THEN CAST(summary['added-files-size'] AS BIGINT) END), 0) AS ingested,
-        coalesce(sum(CASE WHEN operation = 'replace'
-                     THEN CAST(summary['removed-files-size'] AS BIGINT) END), 0) AS rewritten
-        FROM {t}.snapshots""").first()
-    return {"ingested_bytes": int(r["ingested"]), "rewritten_bytes": int(r["rewritten"])}
+class CommitLedger:
+    """Every snapshot of the icetide arm's tables, read through PyIceberg before expiry can drop it
+    (``snapshot_max_count`` expires down to the newest 20; poll at least every minute).
+
+    ``gaps`` counts snapshots whose parent was never seen: 0 means the ledger holds the whole history."""
+
+    def __init__(self, catalog: SqlCatalog, families: tuple[str, ...]) -> None:
+        self.catalog, self.families = catalog, families
+        self.snapshots: dict[str, dict[int, tuple[int | None, bool, int]]] = {f: {} for f in families}
+
+    def poll(self) -> None:
+        for fam in self.families:
+            for s in self.catalog.load_table(table_of(fam, "ice")).metadata.snapshots:
+                summary = s.summary
+                ingest = summary is not None and summary.get("icetide.pipeline") is not None
+                added = int(summary.get("added-files-size") or 0) if summary is not None else 0
+                self.snapshots[fam][s.snapshot_id] = (s.parent_snapshot_id, ingest, added)
+
+    def ingested(self, family: str) -> int:
+        return sum(b for _, ingest, b in self.snapshots[family].values() if ingest)
+
+    def gaps(self, family: str) -> int:
+        seen = self.snapshots[family]
+        return sum(1 for parent, _, _ in seen.values() if parent is not None and parent not in seen)
+
+
+def write_amplification(spark: Any, family: str, log_table: str, ingested: int) -> dict[str, int]:
+    """Bytes the stream committed to the icetide arm (from a ``CommitLedger``) and bytes icetide's
+    rewrites replaced: ``bytes_in`` of every successful data or delete-file rewrite in icetide's
+    action log (the procedures' ``rewritten_bytes_count``)."""
+    ice = f"{CAT}.{table_of(family, 'ice')}"
+    steps = "', '".join(("rewrite_hot_files", "rewrite_data_files", "rewrite_position_delete_files"))
+    rewritten = spark.sql(f"""SELECT coalesce(sum(bytes_in), 0) FROM {CAT}.{log_table}
+        WHERE table_name = '{ice}' AND outcome = 'ok' AND step IN ('{steps}')""").first()[0]
+    return {"ingested_bytes": ingested, "rewritten_bytes": int(rewritten)}
 
 
 class Queries:

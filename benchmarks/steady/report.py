@@ -42,7 +42,10 @@ def write(result: dict[str, Any], out: Path) -> None:
         f"Run: {result['minutes']:g} min, {result['rate']} events/s into each append table of each arm, "
         f"{result['cdc_rate']} changes/s over {result['keys']:,} keys into each CDC table, trigger "
         f"{result['trigger']}, one event-day per run (hour partitions cold after {result['quiet_seconds']} s), "
-        f"seed {result['seed']}. Produced {result.get('produced', 0):,} events and "
+        f"seed {result['seed']}. icetide's arm: "
+        + (f"at most {result['snapshot_max_count']} snapshots (`snapshot_max_count`, down to the newest 20), "
+           if result.get("snapshot_max_count") else "snapshots kept by age (24 h), ")
+        + f"tier fanout {result.get('fanout', 8)}. Produced {result.get('produced', 0):,} events and "
         f"{result.get('changes', 0):,} changes per arm.",
         "",
         "## Query time, icetide ÷ fully compacted (lower is better; target ≤ "
@@ -70,22 +73,28 @@ def write(result: dict[str, Any], out: Path) -> None:
         lines.append(f"| {s['elapsed_s'] // 60} min | " + " | ".join(row) + " |")
     lines += ["", "## Files", "", "| sample | table | plain files | icetide files (newest partition) | "
               "compacted files | plain avg KiB | icetide avg KiB | icetide delete files | manifests "
-              "plain / icetide / compacted |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "plain / icetide / compacted | snapshots plain / icetide |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for s in samples:
         for fam, f in s["families"].items():
             p, i, c = (f["arms"][a]["layout"] for a in ("plain", "ice", "compact"))
             lines.append(f"| {s['elapsed_s'] // 60} min | {fam} | {p['data_files']} | {i['data_files']} "
                          f"({i['newest_partition_files']}) | {c['data_files']} | {p['avg_file_bytes'] // 1024} | "
                          f"{i['avg_file_bytes'] // 1024} | {i['delete_files']} | "
-                         f"{p.get('manifests', '?')} / {i.get('manifests', '?')} / {c.get('manifests', '?')} |")
+                         f"{p.get('manifests', '?')} / {i.get('manifests', '?')} / {c.get('manifests', '?')} | "
+                         f"{p.get('snapshots', '?')} / {i.get('snapshots', '?')} |")
     end = result.get("end")
     if end:
         lines += ["", "## Cost", ""]
         for fam, wa in end["write_amplification"].items():
             amp = wa["rewritten_bytes"] / wa["ingested_bytes"] if wa["ingested_bytes"] else 0
-            lines.append(f"- write amplification, {fam}: {wa['rewritten_bytes']:,} bytes rewritten ÷ "
-                         f"{wa['ingested_bytes']:,} ingested = **{amp:.2f}** (target ≤ {TARGET_WA})")
+            if not wa["ingested_bytes"] or wa.get("ledger_gaps"):
+                lines.append(f"- write amplification, {fam}: **not measured** (ingested bytes incomplete: "
+                             f"{wa.get('ledger_gaps', '?')} snapshots expired before they were read)")
+                continue
+            lines.append(f"- write amplification, {fam}: {wa['rewritten_bytes']:,} bytes rewritten (icetide's "
+                         f"action log) ÷ {wa['ingested_bytes']:,} committed by the stream = **{amp:.2f}** "
+                         f"(target ≤ {TARGET_WA})")
         cpu = result["cpu_s"]
         share = cpu["maintenance"] / (cpu["ingest"] / 2) if cpu["ingest"] else 0
         lines.append(f"- CPU: ingest process {cpu['ingest']:.0f} s for both arms (icetide's arm ≈ half), maintenance "

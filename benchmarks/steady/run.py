@@ -45,7 +45,7 @@ QUIET_SECONDS = 120  # the hour table's partitions turn cold 2 minutes (≈ 1.6 
 
 
 def pipeline(bootstrap: str, work: Path, trigger: str, maintain_every_s: float = 60,
-             fanout: int | None = None) -> dict[str, Any]:
+             fanout: int | None = None, snapshot_max_count: int | None = None) -> dict[str, Any]:
     topics = [f"{f}_{a}" for f in FAMILIES for a in ARMS]
     return {
         "name": "steady",
@@ -71,7 +71,8 @@ def pipeline(bootstrap: str, work: Path, trigger: str, maintain_every_s: float =
         "maintenance": {
             "log_table": "bench_meta.maintenance", "interval": f"{maintain_every_s:g} seconds",
             "min_interval": "10 seconds",
-            "policy": {"hot_partition_quiet_seconds": QUIET_SECONDS, **({"tier_fanout": fanout} if fanout else {})},
+            "policy": {"hot_partition_quiet_seconds": QUIET_SECONDS, **({"tier_fanout": fanout} if fanout else {}),
+                       **({"snapshot_max_count": snapshot_max_count} if snapshot_max_count else {})},
             "overrides": {"bench.*_plain": {"steps": []}},
         },
         "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "4g"}},
@@ -119,6 +120,8 @@ def main() -> None:
     ap.add_argument("--trigger", default="10 seconds", help="the pipeline's trigger interval")
     ap.add_argument("--maintain-every", type=float, default=60, help="seconds between maintenance cycles")
     ap.add_argument("--fanout", type=int, default=None, help="maintenance.policy.tier_fanout (default: icetide's)")
+    ap.add_argument("--snapshot-max-count", type=int, default=40,
+                    help="maintenance.policy.snapshot_max_count of icetide's arm (0: by age only, icetide's default)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
@@ -141,7 +144,8 @@ def main() -> None:
             for arm in ARMS:
                 create_topic(broker.bootstrap, f"{fam}_{arm}", 2)
         cfg_path = work / "steady.yaml"
-        cfg = pipeline(broker.bootstrap, work, args.trigger, args.maintain_every, args.fanout)
+        cfg = pipeline(broker.bootstrap, work, args.trigger, args.maintain_every, args.fanout,
+                       args.snapshot_max_count or None)
         cfg_path.write_text(yaml.safe_dump(cfg))
         duration = args.minutes * 60
         load = Load(broker.bootstrap, args.rate, args.cdc_rate, args.keys, 86400 / duration, args.seed).start()
@@ -159,13 +163,17 @@ def main() -> None:
                                   "trigger": args.trigger, "quiet_seconds": QUIET_SECONDS,
                                   "maintain_every_s": args.maintain_every,
                                   "fanout": args.fanout or MaintenancePolicy().tier_fanout,
+                                  "snapshot_max_count": args.snapshot_max_count or None,
                                   "plan_with": "auto", "samples": []}
         args.out.mkdir(parents=True, exist_ok=True)
-        next_at = args.sample_every
+        next_at, ledger, polled = args.sample_every, measure.CommitLedger(queries.py, FAMILIES), 0.0
         while True:
             elapsed = time.time() - load.started
             if elapsed >= duration:
                 break
+            if elapsed - polled >= 60:  # before expiry drops a snapshot: it keeps the newest 20
+                ledger.poll()
+                polled = elapsed
             if elapsed < next_at:
                 time.sleep(min(5, next_at - elapsed))
                 continue
@@ -185,7 +193,8 @@ def main() -> None:
             p.send_signal(signal.SIGTERM)
         for p in procs:
             p.wait(300)
-        result["end"] = finish(spark, work, cfg_path)
+        ledger.poll()
+        result["end"] = finish(spark, work, cfg_path, ledger)
         (args.out / "steady.json").write_text(json.dumps(result, indent=1))
         report.write(result, args.out)
         print((args.out / "results.md").read_text())
@@ -196,7 +205,7 @@ def main() -> None:
         broker.stop()
 
 
-def finish(spark: Any, work: Path, cfg_path: Path) -> dict[str, Any]:
+def finish(spark: Any, work: Path, cfg_path: Path, ledger: measure.CommitLedger) -> dict[str, Any]:
     """After the stream: row counts per arm, write amplification, maintenance actions, stream failures,
     and compaction throughput of icetide's rewrites vs a plain rewrite_data_files on the same data."""
     cat = measure.CAT
@@ -204,7 +213,9 @@ def finish(spark: Any, work: Path, cfg_path: Path) -> dict[str, Any]:
     for fam in FAMILIES:
         end["rows"][fam] = {a: spark.sql(f"SELECT count(*) FROM {cat}.{measure.table_of(fam, a)}").first()[0]
                             for a in ARMS}
-        end["write_amplification"][fam] = measure.write_amplification(spark, fam)
+        end["write_amplification"][fam] = measure.write_amplification(spark, fam, "bench_meta.maintenance",
+                                                                     ledger.ingested(fam))
+        end["write_amplification"][fam]["ledger_gaps"] = ledger.gaps(fam)
     acts = spark.sql(f"SELECT table_name, step, outcome, bytes_in, seconds FROM {cat}.bench_meta.maintenance").collect()
     end["actions"] = {}
     for a in acts:

@@ -125,7 +125,7 @@ def test_expiry_and_manifest_rewrite_fire_on_thresholds(spark, kafka, lake, tmp_
     before = checksum(spark, table)
     cfg = load_config(make_cfg(kafka, lake, tmp_path, ns, policy={
         "snapshots_trigger": 10, "snapshot_retain_last": 3, "snapshot_max_age_seconds": 1,
-        "manifests_trigger": 10, "hot_partition_quiet_seconds": 1,
+        "manifests_trigger": 10, "hot_partition_quiet_seconds": 1, "snapshot_expiry": "procedure",
         "steps": ["expire_snapshots", "rewrite_manifests"]}))  # this test is about these two thresholds
     [p] = plan_all(spark, cfg)
     assert [s.action for s in p.steps] == ["expire_snapshots", "rewrite_manifests"]
@@ -279,12 +279,23 @@ def test_expiry_by_maintenance_keeps_the_ingest_offsets(spark, kafka, lake, tmp_
         writer.append()
     spark.sql(f"CALL icetide.system.rewrite_data_files(table => '{table}', options => map('min-input-files','1'))")
     assert table_property(spark, table, "icetide.watermark.pipe") is None
+    # One more commit, so the rewrite's snapshot expires too: in the driver Iceberg deletes a file
+    # once the snapshot that removed it expires (incremental cleanup), not the expiry before.
+    spark.createDataFrame([(99, None, "w")], "id BIGINT, ts TIMESTAMP, v STRING").writeTo(table).append()
+    live = {r[0] for r in spark.sql(f"SELECT file_path FROM {table}.files").collect()}
+    replaced = {r[0] for r in spark.sql(f"SELECT file_path FROM {table}.all_data_files").collect()} - live
+    assert len(replaced) == 12 and all(Path(f.removeprefix("file:")).exists() for f in replaced)
     time.sleep(2)
     cfg = load_config(make_cfg(kafka, lake, tmp_path, ns, policy={
         "steps": ["expire_snapshots"], "snapshots_trigger": 5, "snapshot_retain_last": 1,
         "snapshot_max_age_seconds": 1, "hot_partition_quiet_seconds": 1}))
+    [plan] = plan_all(spark, cfg)
+    assert plan.steps[0].args["via"] == "driver"  # the default: Iceberg's ExpireSnapshots, no Spark job
     _, records = run_cycle(spark, cfg)
     assert [(r.step, r.outcome) for r in records] == [("expire_snapshots", "ok")]
+    assert records[0].result == [{"expired_snapshots": 13}]  # 12 appends and the rewrite
+    assert not any(Path(f.removeprefix("file:")).exists() for f in replaced)  # the files only they held
+    assert all(Path(f.removeprefix("file:")).exists() for f in live)
     # no snapshot with the tags is left, yet the ledger still says offset 120
     assert spark.sql(f"SELECT count(*) FROM {table}.snapshots WHERE summary['icetide.pipeline'] IS NOT NULL"
                      ).first()[0] == 0

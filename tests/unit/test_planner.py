@@ -135,17 +135,27 @@ def test_expiry_is_planned_only_when_a_snapshot_can_expire() -> None:
     assert step.action == "expire_snapshots" and step.figures == {"snapshots": 12, "expirable": 2}
 
 
-def test_snapshot_max_count_expires_young_snapshots_beyond_the_newest_n() -> None:
+def test_snapshot_max_count_expires_young_snapshots_down_to_retain_last() -> None:
     young = [NOW - s * 10_000 for s in range(60, 0, -1)]  # 60 snapshots 10 s apart, all younger than 24 h
     assert plan_table(table(snapshots=young), [], MaintenancePolicy(), NOW).steps == []  # by age: nothing
     policy = MaintenancePolicy(snapshot_max_count=40, snapshot_retain_last=20)
     [step] = plan_table(table(snapshots=young), [], policy, NOW).steps
-    assert step.action == "expire_snapshots" and step.figures == {"snapshots": 60, "expirable": 20}
-    assert step.reason == "60 snapshots > trigger 40; 20 older than the newest 40"
-    assert step.args["older_than"] == datetime.fromtimestamp((NOW - 400_000) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    assert step.action == "expire_snapshots" and step.figures == {"snapshots": 60, "expirable": 40}
+    assert step.reason == "60 snapshots > trigger 40; 40 older than the newest 20"
+    assert step.args["older_than"] == datetime.fromtimestamp((NOW - 200_000) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
     assert step.args["retain_last"] == 20
-    # at or below the cap (and the trigger): nothing to do
+    assert step.args["via"] == "driver" and "in the driver" in step.expected
+    by_procedure = policy.model_copy(update={"snapshot_expiry": "procedure"})
+    [proc] = plan_table(table(snapshots=young), [], by_procedure, NOW).steps
+    assert proc.args["via"] == "procedure" and "(procedure)" in proc.expected
+    # at or below the high-water mark (and the trigger): nothing to do until 20 more commits
     assert plan_table(table(snapshots=young[-40:]), [], policy, NOW).steps == []
+    assert len(plan_table(table(snapshots=young[-41:]), [], policy, NOW).steps) == 1
+
+
+def test_snapshot_max_count_below_retain_last_is_refused_naming_both_keys() -> None:
+    with pytest.raises(ValueError, match="snapshot_max_count \\(10\\) must be at least snapshot_retain_last \\(20\\)"):
+        MaintenancePolicy(snapshot_max_count=10)
 
 
 def test_priority_orders_by_score_wait_and_demand() -> None:

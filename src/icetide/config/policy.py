@@ -6,7 +6,7 @@ import re
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class StepName(StrEnum):
@@ -64,9 +64,15 @@ class MaintenancePolicy(BaseModel):
     snapshots_trigger: int = Field(default=100, ge=1, description="Expire once more snapshots than this exist")
     snapshot_max_count: int | None = Field(
         default=None, ge=1,
-        description="Also expire all but the newest this many snapshots, whatever their age (never fewer than "
-        "snapshot_retain_last): bounds the metadata every reader parses on a table committed every few seconds, "
+        description="When more than this many snapshots exist, expire down to the newest snapshot_retain_last, "
+        "whatever their age (at least snapshot_retain_last; the gap between the two is how many commits pass "
+        "between expiries): bounds the metadata every reader parses on a table committed every few seconds, "
         "at the cost of time travel; null: by age only")
+    snapshot_expiry: Literal["driver", "procedure"] = Field(
+        default="driver",
+        description="driver: Iceberg's ExpireSnapshots in the Spark driver, no Spark job (0.1 s against 1.2–3.2 s "
+        "on a 66-snapshot table); procedure: the expire_snapshots procedure, which spreads the reachability "
+        "analysis and deletes over executors (for tables whose expiries drop many thousands of files)")
     orphan_min_age_seconds: float = Field(
         default=3 * 24 * 3600, ge=ORPHAN_FLOOR_SECONDS,
         description="Only files older than this can be orphans (floor 1 h; must exceed the longest "
@@ -108,6 +114,13 @@ class MaintenancePolicy(BaseModel):
         if v & (v - 1):
             raise ValueError(f"tier_fanout must be a power of two (2, 4, 8, 16, 32 or 64), not {v}")
         return v
+
+    @model_validator(mode="after")
+    def _cap(self) -> MaintenancePolicy:
+        if self.snapshot_max_count is not None and self.snapshot_max_count < self.snapshot_retain_last:
+            raise ValueError(f"snapshot_max_count ({self.snapshot_max_count}) must be at least snapshot_retain_last "
+                             f"({self.snapshot_retain_last}): it is the high-water mark, retain_last the low")
+        return self
 
     @field_validator("sort_columns")
     @classmethod

@@ -143,3 +143,29 @@ def set_sort_order(spark: SparkSession, qualified: str, columns: list[str]) -> N
         order = order.asc(jvm.org.apache.iceberg.expressions.Expressions.ref(c), nulls_first)
     order.commit()
     spark.catalog.refreshTable(qualified)
+
+
+def expire_in_driver(spark: SparkSession, qualified: str, older_than_ms: int, retain_last: int,
+                     delete_threads: int = 8) -> int:
+    """Iceberg's core ``ExpireSnapshots`` on ``qualified``, run in the Spark driver: no Spark job.
+
+    Same semantics as the ``expire_snapshots`` procedure (snapshots older than ``older_than_ms``
+    beyond the newest ``retain_last`` go, with the files only they referenced), but the procedure's
+    reachability analysis runs Spark jobs over every manifest: 1.2–3.2 s and 2–6 CPU-seconds against
+    0.1 s and 0.1–0.2 on a 66-snapshot table. Deletes run on ``delete_threads`` threads.
+    One difference: on a table without branches or tags Iceberg cleans up incrementally, deleting a
+    file when the snapshot that *removed* it expires (the procedure: when no retained snapshot reaches
+    it), so a compaction's inputs are deleted one expiry later. Returns how many snapshots expired."""
+    jvm: Any = spark._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified)
+    size = jvm.org.apache.iceberg.relocated.com.google.common.collect.Iterables.size
+    table.refresh()
+    before = int(size(table.snapshots()))
+    pool = jvm.java.util.concurrent.Executors.newFixedThreadPool(delete_threads)
+    try:
+        table.expireSnapshots().expireOlderThan(older_than_ms).retainLast(retain_last) \
+            .executeDeleteWith(pool).commit()
+    finally:
+        pool.shutdown()
+    table.refresh()
+    return before - int(size(table.snapshots()))

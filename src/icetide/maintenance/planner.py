@@ -128,25 +128,25 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
                layout_input: layout.LayoutInput | None = None) -> TablePlan:
     steps: list[Step] = []
     skipped: list[str] = []
-    t, cap = h.table, policy.snapshot_max_count
+    t, cap, keep = h.table, policy.snapshot_max_count, policy.snapshot_retain_last
     target = policy.target_file_size_bytes or h.target_file_bytes
     trigger, floor = min(policy.snapshots_trigger, cap or policy.snapshots_trigger), "the age floor"
 
     if StepName.EXPIRE_SNAPSHOTS in policy.steps and h.snapshots > trigger:
         older = now_ms - policy.snapshot_max_age_seconds * 1000
-        if cap and h.snapshots > cap:  # the newest ``cap`` stay; the procedure takes whole seconds
-            older, floor = max(older, sorted(h.snapshot_times_ms)[-cap] // 1000 * 1000), f"the newest {cap}"
-        n = expirable(h.snapshot_times_ms, older, policy.snapshot_retain_last)
+        if cap and h.snapshots > cap:  # down to the newest retain_last; the procedure takes whole seconds
+            older, floor = max(older, sorted(h.snapshot_times_ms)[-keep] // 1000 * 1000), f"the newest {keep}"
+        n = expirable(h.snapshot_times_ms, older, keep)
         if n == 0:
             skipped.append(f"expire_snapshots: {h.snapshots} snapshots > trigger {trigger}, but "
-                           f"none beyond the last {policy.snapshot_retain_last} is older than {_ts(older)} UTC")
+                           f"none beyond the last {keep} is older than {_ts(older)} UTC")
         else:
             steps.append(Step(
                 t, StepName.EXPIRE_SNAPSHOTS, f"{h.snapshots} snapshots > trigger {trigger}; {n} older than {floor}",
                 {"snapshots": h.snapshots, "expirable": n},
-                f"drop snapshots older than {_ts(older)} UTC, keeping the last {policy.snapshot_retain_last}; "
-                f"{n} fewer snapshots",
-                args={"older_than": _ts(older), "retain_last": policy.snapshot_retain_last},
+                f"drop snapshots older than {_ts(older)} UTC, keeping the last {keep}; {n} fewer snapshots "
+                f"({'Iceberg ExpireSnapshots in the driver' if policy.snapshot_expiry == 'driver' else 'procedure'})",
+                args={"older_than": _ts(older), "retain_last": keep, "via": policy.snapshot_expiry},
             ))
 
     if StepName.REMOVE_ORPHAN_FILES in policy.steps:
