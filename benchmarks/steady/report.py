@@ -61,7 +61,13 @@ def write(result: dict[str, Any], out: Path) -> None:
     worst = max((max(ratios(s).values()) for s in late), default=None)
     lines += ["", f"Worst ratio after {WARM_UP_S // 60} min: **{worst}** (target ≤ {TARGET_RATIO})." if worst
               else "No sample after the warm-up.", ""]
-    lines += ["## Unmaintained ÷ fully compacted (what icetide saves)", ""]
+    for fam in sorted({k.split(".")[0] for k in keys}):
+        vals = sorted(v for s in late for k, v in ratios(s).items() if k.startswith(f"{fam}."))
+        if vals:
+            within = sum(v <= TARGET_RATIO for v in vals)
+            lines.append(f"- {fam}: median {vals[len(vals) // 2]:.2f}, range {vals[0]:.2f}–{vals[-1]:.2f}; "
+                         f"{within} of {len(vals)} query samples within {TARGET_RATIO}")
+    lines += ["", "## Unmaintained ÷ fully compacted (what icetide saves)", ""]
     lines.append("| sample | " + " | ".join(keys) + " |")
     lines.append("|---|" + "---|" * len(keys))
     for s in samples:
