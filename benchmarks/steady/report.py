@@ -45,7 +45,8 @@ def write(result: dict[str, Any], out: Path) -> None:
         f"seed {result['seed']}. icetide's arm: "
         + (f"at most {result['snapshot_max_count']} snapshots (`snapshot_max_count`, down to the newest 20), "
            if result.get("snapshot_max_count") else "snapshots kept by age (24 h), ")
-        + f"tier fanout {result.get('fanout', 8)}. Produced {result.get('produced', 0):,} events and "
+        + f"tier fanout {result.get('fanout', 8)}; CDC tables format v{result.get('cdc_format', 2)}. "
+        f"Produced {result.get('produced', 0):,} events and "
         f"{result.get('changes', 0):,} changes per arm.",
         "",
         "## Query time, icetide ÷ fully compacted (lower is better; target ≤ "

@@ -45,7 +45,7 @@ QUIET_SECONDS = 120  # the hour table's partitions turn cold 2 minutes (≈ 1.6 
 
 
 def pipeline(bootstrap: str, work: Path, trigger: str, maintain_every_s: float = 60,
-             fanout: int | None = None, snapshot_max_count: int | None = None) -> dict[str, Any]:
+             fanout: int | None = None, snapshot_max_count: int | None = None, cdc_format: int = 2) -> dict[str, Any]:
     topics = [f"{f}_{a}" for f in FAMILIES for a in ARMS]
     return {
         "name": "steady",
@@ -60,6 +60,8 @@ def pipeline(bootstrap: str, work: Path, trigger: str, maintain_every_s: float =
                 "bench.day_*": {"partition_by": ["days(event_time)"]},
                 "bench.hour_*": {"partition_by": ["hours(event_time)"]},
                 "bench.cdc_*": {"schema": "id BIGINT, name STRING, balance DOUBLE",
+                                "properties": {"write.target-file-size-bytes": str(measure.TARGET),
+                                               "format-version": str(cdc_format)},
                                 "cdc": {"primary_key": ["id"], "ordering": "version",
                                         "write_mode": "merge-on-read"}},
             },
@@ -122,6 +124,8 @@ def main() -> None:
     ap.add_argument("--fanout", type=int, default=None, help="maintenance.policy.tier_fanout (default: icetide's)")
     ap.add_argument("--snapshot-max-count", type=int, default=40,
                     help="maintenance.policy.snapshot_max_count of icetide's arm (0: by age only, icetide's default)")
+    ap.add_argument("--cdc-format", type=int, default=2, choices=(2, 3),
+                    help="Iceberg format version of both CDC arms (3: deletion vectors)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
@@ -145,7 +149,7 @@ def main() -> None:
                 create_topic(broker.bootstrap, f"{fam}_{arm}", 2)
         cfg_path = work / "steady.yaml"
         cfg = pipeline(broker.bootstrap, work, args.trigger, args.maintain_every, args.fanout,
-                       args.snapshot_max_count or None)
+                       args.snapshot_max_count or None, args.cdc_format)
         cfg_path.write_text(yaml.safe_dump(cfg))
         duration = args.minutes * 60
         load = Load(broker.bootstrap, args.rate, args.cdc_rate, args.keys, 86400 / duration, args.seed).start()
@@ -164,6 +168,7 @@ def main() -> None:
                                   "maintain_every_s": args.maintain_every,
                                   "fanout": args.fanout or MaintenancePolicy().tier_fanout,
                                   "snapshot_max_count": args.snapshot_max_count or None,
+                                  "cdc_format": args.cdc_format,
                                   "plan_with": "auto", "samples": []}
         args.out.mkdir(parents=True, exist_ok=True)
         next_at, ledger, polled = args.sample_every, measure.CommitLedger(queries.py, FAMILIES), 0.0
