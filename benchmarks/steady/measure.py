@@ -13,6 +13,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
 
 from benchmarks.common import best_of
+from icetide.config.policy import StepName
 
 CAT = "icetide"
 COPY_NS = "bench_c"
@@ -92,7 +93,7 @@ def write_amplification(spark: Any, family: str, log_table: str, ingested: int) 
     rewrites replaced: ``bytes_in`` of every successful data or delete-file rewrite in icetide's
     action log (the procedures' ``rewritten_bytes_count``)."""
     ice = f"{CAT}.{table_of(family, 'ice')}"
-    steps = "', '".join(("rewrite_hot_files", "rewrite_data_files", "rewrite_position_delete_files"))
+    steps = "', '".join(s.value for s in StepName if s.rewrites_data)
     rewritten = spark.sql(f"""SELECT coalesce(sum(bytes_in), 0) FROM {CAT}.{log_table}
         WHERE table_name = '{ice}' AND outcome = 'ok' AND step IN ('{steps}')""").first()[0]
     return {"ingested_bytes": ingested, "rewritten_bytes": int(rewritten)}

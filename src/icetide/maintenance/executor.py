@@ -191,10 +191,11 @@ class Executor:
         for attempt in range(1, self.retries + 2):
             rec.attempts = attempt
             try:
-                if step.action == StepName.EXPIRE_SNAPSHOTS:
+                expiry = step.action == StepName.EXPIRE_SNAPSHOTS
+                if expiry:
                     # The offsets icetide's ingest recorded must outlive the snapshots that carry them.
                     mirror_all(self.spark, step.table)
-                if step.action == StepName.EXPIRE_SNAPSHOTS and step.args.get("via") == "driver":
+                if expiry and step.args.get("via") == "driver":
                     rows = [self._expire_in_driver(step)]
                 else:
                     log.info("maintenance: %s", sql)
