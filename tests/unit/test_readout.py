@@ -105,3 +105,16 @@ def test_partition_table_names_partitions_by_value(monkeypatch: pytest.MonkeyPat
     text = out.export_text()
     assert "2026-11-27" in text and '{"d"' not in text
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_action_table_leaves_unknown_file_counts_blank(monkeypatch: pytest.MonkeyPatch) -> None:
+    from icetide.maintenance.executor import ActionRecord
+
+    out = Console(width=120, record=True)
+    monkeypatch.setattr(render, "console", out)
+    expired = ActionRecord("icetide.demo.events", "expire_snapshots", "ok", 0, result=[{"expired_snapshots": 13}])
+    rewrite = ActionRecord("icetide.demo.events", "rewrite_data_files", "ok", 0, files_in=18, files_out=4)
+    render.print_actions([expired, rewrite])
+    text = out.export_text()
+    assert "None" not in text
+    assert "18 → 4" in text

@@ -98,10 +98,16 @@ def print_plans(plans: Sequence[TablePlan]) -> None:
             console.print(f"   [yellow]left alone[/]: {skip}")
 
 
+def _counted(files_in: int | None, files_out: int | None) -> str:
+    """``in → out`` with unknown counts left blank, as the dashboard and the HTML report show them."""
+    return "" if files_in is None and files_out is None else \
+        f"{'' if files_in is None else files_in} → {'' if files_out is None else files_out}"
+
+
 def print_actions(records: Sequence[ActionRecord], title: str = "actions") -> None:
     tbl = Table("table", "step", "outcome", "files in → out", "bytes in", "s", "attempts", title=title)
     for r in records:
-        tbl.add_row(short_name(r.table), r.step, r.outcome, f"{r.files_in} → {r.files_out}", str(r.bytes_in or ""),
+        tbl.add_row(short_name(r.table), r.step, r.outcome, _counted(r.files_in, r.files_out), str(r.bytes_in or ""),
                     f"{r.seconds:.1f}", str(r.attempts))
     console.print(tbl)
 
