@@ -9,8 +9,9 @@ import pytest
 
 from icetide.config.policy import MaintenancePolicy
 from icetide.health.model import PartitionHealth, TableHealth
+from icetide.maintenance.hot import hot_partitions, tier_merge, tier_of
 from icetide.maintenance.partitions import PartitionField
-from icetide.maintenance.planner import demand, expirable, order, plan_table, tier_merge, tier_of
+from icetide.maintenance.planner import demand, expirable, order, plan_table
 
 MiB = 1024 * 1024
 NOW = 1_800_000_000_000
@@ -93,6 +94,53 @@ def test_hot_partition_gets_minor_compaction_cold_gets_full() -> None:
     assert minor.figures["files"] == 14 and "size tier 3 holds 12 files (≥ fanout 8)" in minor.reason
     assert "min-file-size-bytes" not in full.options  # Iceberg's default: 75% of the target
     assert plan.skipped == [f"{hot.partition}: hot (written 3s ago, quiet time 900s)"]
+
+
+HOUR_SPEC = [PartitionField("ts_hour", "hours", "ts"), PartitionField("kind", "identity", "kind")]
+
+
+def hour(h: int, kind: str, written_s_ago: float, files: int = 6) -> PartitionHealth:
+    return PartitionHealth(json.dumps({"ts_hour": h, "kind": kind}, separators=(",", ":")), data_files=files,
+                           data_bytes=files * 2**16, records=files * 100, small_files=files,
+                           last_write_ms=int(NOW - written_s_ago * 1000), size_hist={16: files})
+
+
+@pytest.mark.parametrize(("settle", "prev_written_s_ago", "closed", "files"), [
+    (60, 90, True, 6),  # the stream moved on to hour 11; hour 10 unwritten for 90 s ≥ 60
+    (60, 30, False, 6),  # still settling: a late record may follow
+    (60, 2, False, 6),  # a late record just landed there: hot again
+    (None, 90, False, 6),  # switched off: only the 900 s quiet time counts
+    (60, 90, False, 4),  # fewer than min_input_files small files (e.g. compacted, then a few late ones): waits
+])
+def test_a_time_partition_the_stream_moved_past_is_compacted_fully_once_settled(
+        settle: float | None, prev_written_s_ago: float, closed: bool, files: int) -> None:
+    policy = MaintenancePolicy(hot_partition_quiet_seconds=900, closed_partition_settle_seconds=settle,
+                               min_input_files=5)
+    prev, cur = hour(10, "a", prev_written_s_ago, files), hour(11, "b", 2)  # any other field: the time field counts
+    plan = plan_table(table(prev, cur), HOUR_SPEC, policy, NOW)
+    full = [s for s in plan.steps if s.action == "rewrite_data_files"]
+    if closed:
+        [step] = full
+        assert step.partitions == [prev.partition]
+        assert f"closed (a newer time partition is being written; none here for {prev_written_s_ago}s)" in step.reason
+        assert step.args["where"] == ("(ts >= TIMESTAMP '1970-01-01 10:00:00' AND ts < TIMESTAMP '1970-01-01 "
+                                      "11:00:00' AND kind = 'a')")
+        assert plan.skipped == [f"{cur.partition}: hot (written 2s ago, quiet time 900s)"]
+    else:
+        assert full == []
+    assert hot_partitions([prev, cur], HOUR_SPEC, policy, NOW) == ({cur.partition} if closed else
+                                                                    {prev.partition, cur.partition})
+
+
+def test_without_a_time_field_no_partition_is_closed_early() -> None:
+    spec = [PartitionField("kind", "identity", "kind")]
+    older = PartitionHealth('{"kind":"a"}', data_files=6, data_bytes=6 * 2**16, records=600, small_files=6,
+                            last_write_ms=NOW - 300_000, size_hist={16: 6})
+    newer = PartitionHealth('{"kind":"b"}', data_files=6, data_bytes=6 * 2**16, records=600, small_files=6,
+                            last_write_ms=NOW - 1000, size_hist={16: 6})
+    plan = plan_table(table(older, newer), spec, MaintenancePolicy(closed_partition_settle_seconds=60), NOW)
+    assert [s.action for s in plan.steps] == []
+    assert len(plan.skipped) == 2
 
 
 def test_hot_partition_below_fanout_is_left_alone() -> None:
@@ -234,3 +282,22 @@ def test_partial_progress_commits_about_once_per_file_group_of_input(gib: float,
         assert full.options["partial-progress.max-commits"] == str(commits)
         assert full.options["partial-progress.enabled"] == "true"
     assert "partial-progress.enabled" not in minor.options  # 14 files of ≤ 256 KiB: one commit
+
+
+@pytest.mark.parametrize(("manifests", "manifest_bytes", "planned"), [
+    (60, 60 * 10_000, True),  # 60 small per-commit manifests (a fast-appending writer): ~3 after at 256 KiB
+    (60, 60 * 250_000, False),  # 60 manifests already about the target size: a rewrite changes nothing
+    (40, 40 * 10_000, False),  # below the trigger
+])
+def test_manifests_are_rewritten_only_when_that_folds_them(manifests: int, manifest_bytes: int,
+                                                            planned: bool) -> None:
+    h = table(part("2026-11-24", {26: 1}, written_s_ago=3600))
+    h.manifests, h.manifest_bytes, h.manifest_target_bytes = manifests, manifest_bytes, 256 * 1024
+    plan = plan_table(h, DAY_SPEC, MaintenancePolicy(manifests_trigger=50), NOW)
+    steps = [s for s in plan.steps if s.action == "rewrite_manifests"]
+    if planned:
+        [step] = steps
+        assert step.expected == f"~{manifests} → ~3 manifests (faster planning)"
+    else:
+        assert steps == []
+    assert any(s.startswith("rewrite_manifests:") for s in plan.skipped) == (manifests > 50 and not planned)

@@ -84,6 +84,12 @@ class MaintenancePolicy(BaseModel):
         description="A partition written within this window is hot: only tiered minor compaction "
         "(rewrite_hot_files) touches it; full compaction, sorting and delete rewrites wait until it is cold",
     )
+    closed_partition_settle_seconds: float | None = Field(
+        default=60, ge=0,
+        description="A time partition (hours/days/months/years) older than the newest one written is closed "
+        "once it has had no write for this long: it gets the full compaction at once instead of after the "
+        "quiet time (late records make it hot again); null: only the quiet time counts",
+    )
     tier_fanout: int = Field(
         default=8, ge=2, le=64,
         description="Minor compaction of hot partitions: files are grouped in size tiers a factor of this "

@@ -54,6 +54,7 @@ def collect(reader: MetaReader, table: str, thresholds: HealthThresholds | None 
         commits_per_hour_24h=round(sum(1 for t in commit_times if now_ms - t <= 86_400_000) / 24, 3),
         last_commit_ms=last_commit,
         manifests=m.count, manifest_bytes=m.bytes, delete_manifests=m.delete_manifests,
+        manifest_target_bytes=int(props.get("commit.manifest.target-size-bytes", 8 * 1024 * 1024)),
         metadata_file_bytes=reader.metadata_file_bytes(table),
         icetide_pipelines=sorted(pipelines), commit_latency_ms=_commit_latency(snaps),
         freshness_ms=_freshness(props),

@@ -58,6 +58,7 @@ class TableHealth:
     manifests: int = 0
     manifest_bytes: int = 0
     delete_manifests: int = 0
+    manifest_target_bytes: int = 8 * 1024 * 1024  # commit.manifest.target-size-bytes
     metadata_file_bytes: int | None = None
     icetide_pipelines: list[str] = field(default_factory=list)
     commit_latency_ms: int | None = None

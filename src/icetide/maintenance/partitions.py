@@ -52,6 +52,21 @@ def _time_range(transform: str, value: Any) -> tuple[datetime, datetime] | None:
     return None
 
 
+def time_start(fields: list[PartitionField], partition_json: str) -> datetime | None:
+    """Start of the partition's range on the spec's first time field (years/months/days/hours); None
+    when the spec has none or the value is null or unreadable."""
+    values = json.loads(partition_json) if partition_json else {}
+    for f in fields:
+        if f.transform in ("years", "months", "days", "hours"):
+            v = values.get(f.name)
+            try:
+                rng = _time_range(f.transform, v) if v is not None else None
+            except (ValueError, TypeError):
+                return None
+            return rng[0] if rng else None
+    return None
+
+
 def where(fields: list[PartitionField], partition_json: str) -> str | None:
     """A filter selecting exactly this partition's rows, or None if it cannot be expressed safely."""
     if not fields:

@@ -5,10 +5,8 @@ full compaction of cold partitions (applying deletes) → rewrite position delet
 manifests. Each step only when its threshold fires and it can change something; each step carries
 its reason, the figures that fired it and the expected gain.
 
-Hot partitions (written within the quiet time) get tiered minor compaction: data files fall in size
-tiers a factor ``tier_fanout`` apart, below half the target size; once a tier holds ``tier_fanout``
-files, that tier and every smaller file are merged (binpack). A merged file lands at least one tier
-up, so each byte is rewritten at most once per tier while hot; a hot partition holds fewer than
+Hot partitions (written within the quiet time, except time partitions the stream has moved past:
+see :mod:`icetide.maintenance.hot`) get tiered minor compaction; a hot partition holds fewer than
 ``tier_fanout`` files per tier plus the commits since the last cycle. Appends never conflict with it
 (a rewrite is validated against deletes). Cold partitions get the full compaction (sorted if set).
 
@@ -28,6 +26,7 @@ from typing import Any
 from icetide.config.policy import MaintenancePolicy, StepName
 from icetide.health.model import PartitionHealth, TableHealth
 from icetide.maintenance import layout
+from icetide.maintenance.hot import hot_partitions, tier_merge
 from icetide.maintenance.partitions import PartitionField, where
 
 MAX_PARTITIONS_PER_STEP = 50
@@ -77,45 +76,6 @@ def priority(h: TableHealth, policy: MaintenancePolicy, last_maintained_ms: int 
     return round((100 - h.score) + policy.priority_boost + waited + demand(queries), 3)
 
 
-def _hot(p: PartitionHealth, policy: MaintenancePolicy, now_ms: int) -> bool:  # written within the quiet time
-    return p.last_write_ms is not None and now_ms - p.last_write_ms < policy.hot_partition_quiet_seconds * 1000
-
-
-@dataclass(frozen=True)
-class TierMerge:
-    """A minor compaction of one partition: every data file below ``below_bytes`` is merged."""
-    tier: int  # 1 = the tier just below half the target size; higher = smaller files
-    tier_files: int  # files in the tier that fired
-    files: int  # files selected (that tier and every smaller one)
-    below_bytes: int  # Iceberg's min-file-size-bytes for the rewrite
-    approx_bytes: int  # selected bytes, estimated from the size buckets
-
-
-def tier_of(bucket: int, target_bytes: int, fanout: int) -> int:
-    """Tier of a file in size bucket ``bucket`` (2**bucket <= size < 2**(bucket+1)); 0 = not merged."""
-    top = int(math.log2(target_bytes)) - 1  # files >= 2**top (half the target, or more) are left alone
-    bits = int(math.log2(fanout))
-    return 0 if bucket >= top else 1 + (top - 1 - bucket) // bits
-
-
-def tier_merge(size_hist: dict[int, int], target_bytes: int, fanout: int) -> TierMerge | None:
-    """The minor compaction a hot partition needs now, or None while no tier holds ``fanout`` files."""
-    tiers: dict[int, int] = {}
-    for b, n in size_hist.items():
-        t = tier_of(b, target_bytes, fanout)
-        if t:
-            tiers[t] = tiers.get(t, 0) + n
-    firing = sorted(t for t, n in tiers.items() if n >= fanout)
-    if not firing:
-        return None
-    t = firing[0]  # the tier of the largest files that fills; smaller tiers ride along
-    top, bits = int(math.log2(target_bytes)) - 1, int(math.log2(fanout))
-    below = 2 ** (top - (t - 1) * bits)
-    files = sum(n for u, n in tiers.items() if u >= t)
-    approx = sum(int(n * 1.5 * 2**b) for b, n in size_hist.items() if 2**b < below)
-    return TierMerge(t, tiers[t], files, below, approx)
-
-
 def expirable(snapshot_times_ms: list[int], older_than_ms: float, retain_last: int) -> int:
     """How many snapshots ``expire_snapshots(older_than, retain_last)`` would remove."""
     times = sorted(snapshot_times_ms)
@@ -131,6 +91,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
     t, cap, keep = h.table, policy.snapshot_max_count, policy.snapshot_retain_last
     target = policy.target_file_size_bytes or h.target_file_bytes
     trigger, floor = min(policy.snapshots_trigger, cap or policy.snapshots_trigger), "the age floor"
+    hot = hot_partitions(h.partitions, spec, policy, now_ms)
 
     if StepName.EXPIRE_SNAPSHOTS in policy.steps and h.snapshots > trigger:
         older = now_ms - policy.snapshot_max_age_seconds * 1000
@@ -160,7 +121,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
         ))
 
     if StepName.REWRITE_HOT_FILES in policy.steps:
-        steps += _hot_steps(h, spec, policy, now_ms, target, skipped)
+        steps += _hot_steps(h, spec, policy, hot, target, skipped)
     if StepName.REWRITE_POSITION_DELETE_FILES in policy.steps:  # after the hot rewrite that left them dangling
         steps += _hot_delete_files_step(h, spec, {p for s in steps for p in s.partitions})
 
@@ -169,17 +130,20 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
         # Cold and holding more files than its data needs (e.g. what minor compaction left while it
         # was hot): one full compaction brings it to ceil(bytes / target) files.
         fragmented = (p.small_files >= 2 and p.data_files > max(1, math.ceil(p.data_bytes / target))
-                      and not _hot(p, policy, now_ms))
+                      and p.partition not in hot)
         needs_compact = p.small_files >= policy.min_input_files or fragmented
         needs_deletes = _needs_deletes(p, policy)
         if not (needs_compact or needs_deletes):
             continue
         label = p.partition or "(unpartitioned)"
-        if _hot(p, policy, now_ms):
+        if p.partition in hot:
             age = (now_ms - (p.last_write_ms or now_ms)) / 1000
             skipped.append(f"{label}: hot (written {age:.0f}s ago, quiet time {policy.hot_partition_quiet_seconds:g}s)")
             continue
         why = []
+        if p.last_write_ms is not None and now_ms - p.last_write_ms < policy.hot_partition_quiet_seconds * 1000:
+            why.append(f"closed (a newer time partition is being written; none here for "
+                       f"{(now_ms - p.last_write_ms) / 1000:.0f}s)")
         if p.small_files >= policy.min_input_files:
             why.append(f"{p.small_files} small files (≥ {policy.min_input_files})")
         elif needs_compact:
@@ -191,7 +155,6 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
 
     decision = None
     if layout_input is not None and StepName.REWRITE_DATA_FILES in policy.steps:
-        hot = {p.partition for p in h.partitions if _hot(p, policy, now_ms)}
         decision = layout.decide(layout_input.demand, layout_input.clustering, policy, layout_input.table_columns,
                                  hot)
         if decision is not None and not decision.worth_it:
@@ -258,8 +221,12 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
                 partitions=[p.partition for p, _ in pos],
             ))
 
-    if StepName.REWRITE_MANIFESTS in policy.steps and h.manifests > policy.manifests_trigger:
-        after = max(1, math.ceil(h.manifest_bytes / (8 * 1024 * 1024)))
+    after = max(1, math.ceil(h.manifest_bytes / h.manifest_target_bytes))
+    fires = StepName.REWRITE_MANIFESTS in policy.steps and h.manifests > policy.manifests_trigger
+    if fires and 2 * after > h.manifests:  # already about the target size: nothing to fold
+        skipped.append(f"rewrite_manifests: {h.manifests} manifests > trigger {policy.manifests_trigger}, but they "
+                       f"hold {h.manifest_bytes:,} bytes: ~{after} at the table's manifest target size")
+    elif fires:
         steps.append(Step(
             t, StepName.REWRITE_MANIFESTS, f"{h.manifests} manifests > trigger {policy.manifests_trigger}",
             {"manifests": h.manifests, "manifest_bytes": h.manifest_bytes},
@@ -292,7 +259,7 @@ def _needs_deletes(p: PartitionHealth, policy: MaintenancePolicy) -> bool:
     return p.delete_files > 0 and (p.delete_ratio >= policy.delete_ratio or p.delete_files >= policy.delete_files)
 
 
-def _hot_steps(h: TableHealth, spec: list[PartitionField], policy: MaintenancePolicy, now_ms: int, target: int,
+def _hot_steps(h: TableHealth, spec: list[PartitionField], policy: MaintenancePolicy, hot: set[str], target: int,
                skipped: list[str]) -> list[Step]:
     """Minor compaction of hot partitions: one step per merge threshold (usually one).
 
@@ -300,7 +267,7 @@ def _hot_steps(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
     ``delete_ratio`` / ``delete_files`` (a CDC table being written is hot all the time)."""
     by_below: dict[int, list[tuple[PartitionHealth, str, int, int, str | None]]] = {}
     for p in h.partitions:
-        if not _hot(p, policy, now_ms):
+        if p.partition not in hot:
             continue
         m = tier_merge(p.size_hist, target, policy.tier_fanout)
         tiers = m is not None and m.files >= 2

@@ -1,0 +1,77 @@
+"""Which partitions are being written (hot), and the size-tier rule that compacts them.
+
+A partition is hot while it was written within ``hot_partition_quiet_seconds``, unless it is a
+*closed* time partition: its time field (the spec's first ``years``/``months``/``days``/``hours``
+field) is older than the newest one written in the same table, and it has not been written for
+``closed_partition_settle_seconds`` and holds at least ``min_input_files`` small files. The stream
+has moved on to a newer hour or day; only late records still arrive there, so it is compacted fully
+(one file per target size) straight away instead of after the quiet time. Late records afterwards
+make it hot again until ``min_input_files`` small files have gathered, so a trickle of late data
+costs one rewrite per that many files, not one per file. A record from far in the future only makes
+partitions without a write for the settle time count as closed: an earlier compaction, no more.
+
+Hot partitions get tiered minor compaction: data files fall in size tiers a factor ``tier_fanout``
+apart, below half the target size; once a tier holds ``tier_fanout`` files, that tier and every
+smaller file are merged (binpack). A merged file lands at least one tier up, so each byte is
+rewritten at most once per tier while hot.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from icetide.config.policy import MaintenancePolicy
+from icetide.health.model import PartitionHealth
+from icetide.maintenance.partitions import PartitionField, time_start
+
+
+def hot_partitions(partitions: list[PartitionHealth], spec: list[PartitionField], policy: MaintenancePolicy,
+                   now_ms: int) -> set[str]:
+    """The partitions (as their JSON text) that only minor compaction may touch now."""
+    quiet, settle = policy.hot_partition_quiet_seconds * 1000, policy.closed_partition_settle_seconds
+    recent = [p for p in partitions if p.last_write_ms is not None and now_ms - p.last_write_ms < quiet]
+    if settle is None or not recent:
+        return {p.partition for p in recent}
+    starts: dict[str, datetime | None] = {p.partition: time_start(spec, p.partition) for p in partitions}
+    newest = max((s for s in starts.values() if s is not None), default=None)
+    return {p.partition for p in recent
+            if not (newest is not None and (s := starts[p.partition]) is not None and s < newest
+                    and now_ms - (p.last_write_ms or now_ms) >= settle * 1000
+                    and p.small_files >= policy.min_input_files)}
+
+
+@dataclass(frozen=True)
+class TierMerge:
+    """A minor compaction of one partition: every data file below ``below_bytes`` is merged."""
+    tier: int  # 1 = the tier just below half the target size; higher = smaller files
+    tier_files: int  # files in the tier that fired
+    files: int  # files selected (that tier and every smaller one)
+    below_bytes: int  # Iceberg's min-file-size-bytes for the rewrite
+    approx_bytes: int  # selected bytes, estimated from the size buckets
+
+
+def tier_of(bucket: int, target_bytes: int, fanout: int) -> int:
+    """Tier of a file in size bucket ``bucket`` (2**bucket <= size < 2**(bucket+1)); 0 = not merged."""
+    top = int(math.log2(target_bytes)) - 1  # files >= 2**top (half the target, or more) are left alone
+    bits = int(math.log2(fanout))
+    return 0 if bucket >= top else 1 + (top - 1 - bucket) // bits
+
+
+def tier_merge(size_hist: dict[int, int], target_bytes: int, fanout: int) -> TierMerge | None:
+    """The minor compaction a hot partition needs now, or None while no tier holds ``fanout`` files."""
+    tiers: dict[int, int] = {}
+    for b, n in size_hist.items():
+        t = tier_of(b, target_bytes, fanout)
+        if t:
+            tiers[t] = tiers.get(t, 0) + n
+    firing = sorted(t for t, n in tiers.items() if n >= fanout)
+    if not firing:
+        return None
+    t = firing[0]  # the tier of the largest files that fills; smaller tiers ride along
+    top, bits = int(math.log2(target_bytes)) - 1, int(math.log2(fanout))
+    below = 2 ** (top - (t - 1) * bits)
+    files = sum(n for u, n in tiers.items() if u >= t)
+    approx = sum(int(n * 1.5 * 2**b) for b, n in size_hist.items() if 2**b < below)
+    return TierMerge(t, tiers[t], files, below, approx)
