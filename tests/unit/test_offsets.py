@@ -96,3 +96,26 @@ def test_a_small_batch_from_many_kafka_partitions_is_read_by_fewer_tasks() -> No
     assert batch_tasks(KafkaSource(bootstrap_servers="k:9092", topics=["t"], min_partitions=24),
                        BatchRanges(twelve), cores=2) is None  # the user asked for Spark's split
     assert batch_tasks(KafkaSource(bootstrap_servers="k:9092", topics=["t"]), BatchRanges(twelve), cores=2) == 1
+
+
+def test_the_mirror_before_expiry_folds_only_current_ancestors_and_skips_what_is_current() -> None:
+    from icetide.lake.offsets import PROPERTY_PREFIX, mirrors_needed, property_value
+    from icetide.lake.tables import snapshots_of
+
+    b1 = commit_properties("p", "r", 1, BatchRanges({("t", 0): (0, 10), ("t", 1): (0, 4)}))
+    b2 = commit_properties("p", "r", 2, BatchRanges({("t", 0): (10, 15)}))
+    stray = commit_properties("p", "x", 9, BatchRanges({("t", 0): (15, 99)}))  # not an ancestor of current
+    hostile = {**b2, "icetide.pipeline": "p'; DROP TABLE t"}
+    snaps = [(1, None, b1), (2, 1, b2), (3, 2, {"operation": "replace"}), (4, 1, stray), (5, None, hostile)]
+    meta = {"current-snapshot-id": 3, "properties": {},
+            "snapshots": [{"snapshot-id": i, "parent-snapshot-id": parent, "timestamp-ms": 1000 * i,
+                           "summary": {"operation": "append", **summary}} for i, parent, summary in snaps]}
+    parsed = {s.snapshot_id: s.ancestry for s in snapshots_of(meta)}
+    assert parsed == {1: 2, 2: 1, 3: 0, 4: None, 5: None}
+
+    needed = mirrors_needed(meta["properties"], snapshots_of(meta))
+    assert list(needed) == ["p"]  # the hostile name is never written
+    assert needed["p"].offsets == {("t", 0): 15, ("t", 1): 4} and needed["p"].batch == 2
+
+    meta["properties"] = {PROPERTY_PREFIX + "p": property_value(needed["p"])}
+    assert mirrors_needed(meta["properties"], snapshots_of(meta)) == {}  # already mirrored: no commit

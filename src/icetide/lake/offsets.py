@@ -300,7 +300,8 @@ def mirror_all(spark: SparkSession, table: str) -> list[str]:
     """Copy every pipeline's newest tagged watermark on ``table`` into its property, if newer.
 
     Run before snapshot expiry: once the tagged snapshots are gone, the property is what remains.
-    Returns the pipelines whose property was updated.
+    Returns the pipelines whose property was updated. (Spark SQL; ``lake.tables.mirror_in_driver``
+    does the same from the table's metadata in the driver, with no Spark job.)
     """
     pipelines = {k[len(PROPERTY_PREFIX):] for k in _property_keys(spark, table) if k.startswith(PROPERTY_PREFIX)}
     rows = spark.sql(f"SELECT DISTINCT summary['{K_PIPELINE}'] AS p FROM {table}.snapshots "
@@ -313,15 +314,35 @@ def mirror_all(spark: SparkSession, table: str) -> list[str]:
         except Exception:
             continue
         wm = read_watermark(spark, table, p)
-        if wm is None:
-            continue
-        current = table_property(spark, table, PROPERTY_PREFIX + p)
-        if current is not None and Watermark.from_property(current).batch >= wm.batch \
-                and Watermark.from_property(current).offsets == wm.offsets:
+        if wm is None or not _newer(table_property(spark, table, PROPERTY_PREFIX + p), wm):
             continue
         set_property(spark, table, p, wm)
         updated.append(p)
     return updated
+
+
+def mirrors_needed(props: dict[str, str], snapshots: list[Snapshot]) -> dict[str, Watermark]:
+    """:func:`mirror_all`'s decision from facts: per pipeline, the watermark its property must be set
+    to (only pipelines whose property is missing or behind their tagged snapshots)."""
+    pipelines = {k[len(PROPERTY_PREFIX):] for k in props if k.startswith(PROPERTY_PREFIX)}
+    pipelines |= {s.summary[K_PIPELINE] for s in snapshots if K_PIPELINE in s.summary}
+    needed = {}
+    for p in sorted(pipelines):
+        try:
+            validate_pipeline(p)
+        except Exception:
+            continue
+        wm = watermark_from(props, snapshots, p)
+        if wm is not None and _newer(props.get(PROPERTY_PREFIX + p), wm):
+            needed[p] = wm
+    return needed
+
+
+def _newer(current: str | None, wm: Watermark) -> bool:
+    if current is None:
+        return True
+    have = Watermark.from_property(current)
+    return not (have.batch >= wm.batch and have.offsets == wm.offsets)
 
 
 def _property_keys(spark: SparkSession, table: str) -> list[str]:
@@ -331,11 +352,17 @@ def _property_keys(spark: SparkSession, table: str) -> list[str]:
 _SAFE_PROPERTY_VALUE = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-{}[]:," ')
 
 
-def set_property(spark: SparkSession, table: str, pipeline: str, wm: Watermark) -> None:
-    """Write ``wm`` into ``icetide.watermark.<pipeline>`` (values checked: nothing else reaches SQL)."""
+def property_value(wm: Watermark) -> str:
+    """``wm`` as its property value, checked against a narrow alphabet (it is written into SQL)."""
     value = wm.to_property()
     if not set(value) <= _SAFE_PROPERTY_VALUE:
         raise ValueError(f"refusing to write an unexpected watermark value: {value[:200]}")
+    return value
+
+
+def set_property(spark: SparkSession, table: str, pipeline: str, wm: Watermark) -> None:
+    """Write ``wm`` into ``icetide.watermark.<pipeline>`` (values checked: nothing else reaches SQL)."""
+    value = property_value(wm)
     spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{PROPERTY_PREFIX}{validate_pipeline(pipeline)}' = '{value}')")
 
 

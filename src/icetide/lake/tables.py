@@ -6,6 +6,7 @@ config ever becomes SQL. Namespaces and table names are validated identifiers.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,8 @@ from pyspark.sql.types import StructType
 
 from icetide.config.base import TRANSFORM_RE
 from icetide.identifiers import validate_name
+from icetide.lake.meta import Snapshot
+from icetide.lake.offsets import PROPERTY_PREFIX, mirrors_needed, property_value
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -169,3 +172,31 @@ def expire_in_driver(spark: SparkSession, qualified: str, older_than_ms: int, re
         pool.shutdown()
     table.refresh()
     return before - int(size(table.snapshots()))
+
+
+def mirror_in_driver(spark: SparkSession, qualified: str) -> list[str]:
+    """:func:`icetide.lake.offsets.mirror_all` without a Spark job: the table's metadata is read once
+    through the driver's JVM (as JSON), the decision is :func:`~icetide.lake.offsets.mirrors_needed`,
+    and the properties are set in one Iceberg commit. Returns the pipelines whose property was set."""
+    jvm: Any = spark._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified)
+    table.refresh()
+    meta = json.loads(jvm.org.apache.iceberg.TableMetadataParser.toJson(table.operations().current()))
+    needed = mirrors_needed(meta.get("properties", {}), snapshots_of(meta))
+    if needed:
+        update = table.updateProperties()
+        for pipeline, wm in needed.items():
+            update.set(PROPERTY_PREFIX + pipeline, property_value(wm))
+        update.commit()
+    return sorted(needed)
+
+
+def snapshots_of(meta: dict[str, Any]) -> list[Snapshot]:
+    """The snapshots of a table's metadata JSON, with their place among the current snapshot's ancestors."""
+    raw = {s["snapshot-id"]: s for s in meta.get("snapshots", [])}
+    ancestry: dict[int, int] = {}
+    sid = meta.get("current-snapshot-id")
+    while sid is not None and sid in raw and sid not in ancestry:
+        ancestry[sid] = len(ancestry)
+        sid = raw[sid].get("parent-snapshot-id")
+    return [Snapshot(i, int(s["timestamp-ms"]), dict(s.get("summary", {})), ancestry.get(i)) for i, s in raw.items()]

@@ -23,7 +23,7 @@ from icetide.config.policy import StepName
 from icetide.errors import is_commit_conflict
 from icetide.lake.meta import MetaReader
 from icetide.lake.offsets import mirror_all
-from icetide.lake.tables import ensure_table
+from icetide.lake.tables import ensure_table, mirror_in_driver
 from icetide.maintenance.planner import Step, TablePlan
 from icetide.secrets import scrub
 
@@ -192,12 +192,13 @@ class Executor:
             rec.attempts = attempt
             try:
                 expiry = step.action == StepName.EXPIRE_SNAPSHOTS
-                if expiry:
-                    # The offsets icetide's ingest recorded must outlive the snapshots that carry them.
-                    mirror_all(self.spark, step.table)
                 if expiry and step.args.get("via") == "driver":
+                    # The offsets icetide's ingest recorded must outlive the snapshots that carry them.
+                    mirror_in_driver(self.spark, step.table)
                     rows = [self._expire_in_driver(step)]
                 else:
+                    if expiry:
+                        mirror_all(self.spark, step.table)
                     log.info("maintenance: %s", sql)
                     rows = [r.asDict(recursive=True) for r in self.spark.sql(sql).collect()]
                 rec.result = rows
