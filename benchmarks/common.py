@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 
@@ -72,3 +73,27 @@ def best_of(fn: Callable[[], Any], n: int = 3) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return min(times)
+
+
+def scratch_session(name: str, namespace: str) -> tuple[Any, Path]:
+    """A local[2] Spark session on a fresh embedded catalog (Iceberg JDBC on SQLite) under
+    ``~/.cache/icetide/bench/<name>-<id>``, with ``namespace`` created; returns it and that folder."""
+    import uuid
+
+    import yaml
+
+    from icetide import paths
+    from icetide.config import load_config
+    from icetide.spark import build_session
+
+    work = paths.home() / "bench" / f"{name}-{uuid.uuid4().hex[:8]}"
+    work.mkdir(parents=True)
+    cfg = {"name": name, "source": {"bootstrap_servers": "localhost:9092", "topics": ["unused"]},
+           "catalog": {"type": "jdbc", "uri": f"jdbc:sqlite:{work / 'catalog.db'}",
+                       "warehouse": str(work / "warehouse")},
+           "target": {"table": f"{namespace}.unused"}, "stream": {"checkpoint_location": str(work / "checkpoint")},
+           "spark": {"master": "local[2]"}}
+    (work / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+    spark = build_session(load_config(work / f"{name}.yaml"))
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS icetide.{namespace}")
+    return spark, work

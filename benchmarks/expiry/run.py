@@ -16,15 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from benchmarks.common import scratch_session
 from benchmarks.ingest.run import machine
 from benchmarks.steady.load import tree_cpu_seconds
-from icetide import paths
 
 HERE = Path(__file__).resolve().parent
 CAT = "icetide"
@@ -65,19 +62,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--commits", type=int, default=60)
     args = ap.parse_args()
-    from icetide.config import load_config
-    from icetide.spark import build_session
-
-    work = paths.home() / "bench" / f"expiry-{uuid.uuid4().hex[:8]}"
-    work.mkdir(parents=True)
-    cfg = {"name": "expiry", "source": {"bootstrap_servers": "localhost:9092", "topics": ["unused"]},
-           "catalog": {"type": "jdbc", "uri": f"jdbc:sqlite:{work / 'catalog.db'}",
-                       "warehouse": str(work / "warehouse")},
-           "target": {"table": "xp.unused"}, "stream": {"checkpoint_location": str(work / "checkpoint")},
-           "spark": {"master": "local[2]"}}
-    (work / "expiry.yaml").write_text(yaml.safe_dump(cfg))
-    spark = build_session(load_config(work / "expiry.yaml"))
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CAT}.xp")
+    spark, work = scratch_session("expiry", "xp")
     rows = []
     for r in range(args.rounds):
         for how in (("procedure", "driver") if r % 2 == 0 else ("driver", "procedure")):

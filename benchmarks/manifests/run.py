@@ -22,12 +22,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pyiceberg.catalog.sql import SqlCatalog
 
-from benchmarks.common import best_of
+from benchmarks.common import best_of, scratch_session
 from benchmarks.ingest.run import machine
-from icetide import paths
 
 HERE = Path(__file__).resolve().parent
 CAT = "icetide"
@@ -95,19 +93,7 @@ def main() -> None:
     ap.add_argument("--entries", type=int, nargs="+", default=[0, 2000, 20000])
     ap.add_argument("--commits", type=int, default=24)
     args = ap.parse_args()
-    from icetide.config import load_config
-    from icetide.spark import build_session
-
-    work = paths.home() / "bench" / f"manifests-{uuid.uuid4().hex[:8]}"
-    work.mkdir(parents=True)
-    cfg = {"name": "manifests", "source": {"bootstrap_servers": "localhost:9092", "topics": ["unused"]},
-           "catalog": {"type": "jdbc", "uri": f"jdbc:sqlite:{work / 'catalog.db'}",
-                       "warehouse": str(work / "warehouse")},
-           "target": {"table": "xm.unused"}, "stream": {"checkpoint_location": str(work / "checkpoint")},
-           "spark": {"master": "local[2]"}}
-    (work / "manifests.yaml").write_text(yaml.safe_dump(cfg))
-    spark = build_session(load_config(work / "manifests.yaml"))
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CAT}.xm")
+    spark, work = scratch_session("manifests", "xm")
     cat = SqlCatalog(CAT, uri=f"sqlite:///{work / 'catalog.db'}", warehouse=f"file://{work / 'warehouse'}")
     rows = []
     for entries in args.entries:
