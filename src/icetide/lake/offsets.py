@@ -296,34 +296,10 @@ def resume_offsets(watermarks: list[Watermark]) -> dict[TopicPartition, int]:
 
 
 
-def mirror_all(spark: SparkSession, table: str) -> list[str]:
-    """Copy every pipeline's newest tagged watermark on ``table`` into its property, if newer.
-
-    Run before snapshot expiry: once the tagged snapshots are gone, the property is what remains.
-    Returns the pipelines whose property was updated. (Spark SQL; ``lake.tables.mirror_in_driver``
-    does the same from the table's metadata in the driver, with no Spark job.)
-    """
-    pipelines = {k[len(PROPERTY_PREFIX):] for k in _property_keys(spark, table) if k.startswith(PROPERTY_PREFIX)}
-    rows = spark.sql(f"SELECT DISTINCT summary['{K_PIPELINE}'] AS p FROM {table}.snapshots "
-                     f"WHERE summary['{K_PIPELINE}'] IS NOT NULL").collect()
-    pipelines |= {str(r["p"]) for r in rows}
-    updated = []
-    for p in sorted(pipelines):
-        try:
-            validate_pipeline(p)
-        except Exception:
-            continue
-        wm = read_watermark(spark, table, p)
-        if wm is None or not _newer(table_property(spark, table, PROPERTY_PREFIX + p), wm):
-            continue
-        set_property(spark, table, p, wm)
-        updated.append(p)
-    return updated
-
-
 def mirrors_needed(props: dict[str, str], snapshots: list[Snapshot]) -> dict[str, Watermark]:
-    """:func:`mirror_all`'s decision from facts: per pipeline, the watermark its property must be set
-    to (only pipelines whose property is missing or behind their tagged snapshots)."""
+    """Before snapshot expiry, per pipeline, the watermark its property must be set to (only pipelines
+    whose property is missing or behind their tagged snapshots): once the tagged snapshots are gone,
+    the property is what remains. From facts any reader returns."""
     pipelines = {k[len(PROPERTY_PREFIX):] for k in props if k.startswith(PROPERTY_PREFIX)}
     pipelines |= {s.summary[K_PIPELINE] for s in snapshots if K_PIPELINE in s.summary}
     needed = {}
@@ -343,10 +319,6 @@ def _newer(current: str | None, wm: Watermark) -> bool:
         return True
     have = Watermark.from_property(current)
     return not (have.batch >= wm.batch and have.offsets == wm.offsets)
-
-
-def _property_keys(spark: SparkSession, table: str) -> list[str]:
-    return [str(r["key"]) for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()]
 
 
 _SAFE_PROPERTY_VALUE = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-{}[]:," ')

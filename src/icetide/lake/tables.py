@@ -175,7 +175,7 @@ def expire_in_driver(spark: SparkSession, qualified: str, older_than_ms: int, re
 
 
 def mirror_in_driver(spark: SparkSession, qualified: str) -> list[str]:
-    """:func:`icetide.lake.offsets.mirror_all` without a Spark job: the table's metadata is read once
+    """The watermark mirror before expiry, without a Spark job: the table's metadata is read once
     through the driver's JVM (as JSON), the decision is :func:`~icetide.lake.offsets.mirrors_needed`,
     and the properties are set in one Iceberg commit. Returns the pipelines whose property was set."""
     jvm: Any = spark._jvm

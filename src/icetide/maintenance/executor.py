@@ -22,7 +22,8 @@ from icetide import faults
 from icetide.config.policy import StepName
 from icetide.errors import is_commit_conflict
 from icetide.lake.meta import MetaReader
-from icetide.lake.offsets import mirror_all
+from icetide.lake.meta_spark import SparkMeta
+from icetide.lake.offsets import mirrors_needed, set_property
 from icetide.lake.tables import ensure_table, mirror_in_driver
 from icetide.maintenance.planner import Step, TablePlan
 from icetide.secrets import scrub
@@ -197,8 +198,11 @@ class Executor:
                     mirror_in_driver(self.spark, step.table)
                     rows = [self._expire_in_driver(step)]
                 else:
-                    if expiry:
-                        mirror_all(self.spark, step.table)
+                    if expiry:  # the same mirror, from Spark's metadata tables
+                        catalog, _, short = step.table.partition(".")
+                        meta = SparkMeta(self.spark, catalog)
+                        for p, wm in mirrors_needed(meta.properties(short), meta.snapshots(short)).items():
+                            set_property(self.spark, step.table, p, wm)
                     log.info("maintenance: %s", sql)
                     rows = [r.asDict(recursive=True) for r in self.spark.sql(sql).collect()]
                 rec.result = rows
