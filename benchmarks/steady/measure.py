@@ -94,9 +94,9 @@ def write_amplification(spark: Any, family: str, log_table: str, ingested: int) 
     action log (the procedures' ``rewritten_bytes_count``)."""
     ice = f"{CAT}.{table_of(family, 'ice')}"
     steps = "', '".join(s.value for s in StepName if s.rewrites_data)
-    rewritten = spark.sql(f"""SELECT coalesce(sum(bytes_in), 0) FROM {CAT}.{log_table}
-        WHERE table_name = '{ice}' AND outcome = 'ok' AND step IN ('{steps}')""").first()[0]
-    return {"ingested_bytes": ingested, "rewritten_bytes": int(rewritten)}
+    by_step = {r[0]: int(r[1]) for r in spark.sql(f"""SELECT step, coalesce(sum(bytes_in), 0) FROM {CAT}.{log_table}
+        WHERE table_name = '{ice}' AND outcome = 'ok' AND step IN ('{steps}') GROUP BY step""").collect()}
+    return {"ingested_bytes": ingested, "rewritten_bytes": sum(by_step.values()), "by_step": by_step}
 
 
 class Queries:

@@ -101,7 +101,9 @@ def write(result: dict[str, Any], out: Path) -> None:
                 continue
             lines.append(f"- write amplification, {fam}: {wa['rewritten_bytes']:,} bytes rewritten (icetide's "
                          f"action log) ÷ {wa['ingested_bytes']:,} committed by the stream = **{amp:.2f}** "
-                         f"(target ≤ {TARGET_WA})")
+                         f"(target ≤ {TARGET_WA})"
+                         + (f"; by step: {', '.join(f'{k} {v:,}' for k, v in sorted(wa['by_step'].items()))}"
+                            if wa.get("by_step") else ""))
         cpu = result["cpu_s"]
         share = cpu["maintenance"] / (cpu["ingest"] / 2) if cpu["ingest"] else 0
         lines.append(f"- CPU: ingest process {cpu['ingest']:.0f} s for both arms (icetide's arm ≈ half), maintenance "

@@ -45,7 +45,8 @@ QUIET_SECONDS = 120  # the hour table's partitions turn cold 2 minutes (≈ 1.6 
 
 
 def pipeline(bootstrap: str, work: Path, trigger: str, maintain_every_s: float = 60,
-             fanout: int | None = None, snapshot_max_count: int | None = None, cdc_format: int = 2) -> dict[str, Any]:
+             fanout: int | None = None, snapshot_max_count: int | None = None, cdc_format: int = 2,
+             hot_delete_ratio: float | None = None) -> dict[str, Any]:
     topics = [f"{f}_{a}" for f in FAMILIES for a in ARMS]
     return {
         "name": "steady",
@@ -74,7 +75,8 @@ def pipeline(bootstrap: str, work: Path, trigger: str, maintain_every_s: float =
             "log_table": "bench_meta.maintenance", "interval": f"{maintain_every_s:g} seconds",
             "min_interval": "10 seconds",
             "policy": {"hot_partition_quiet_seconds": QUIET_SECONDS, **({"tier_fanout": fanout} if fanout else {}),
-                       **({"snapshot_max_count": snapshot_max_count} if snapshot_max_count else {})},
+                       **({"snapshot_max_count": snapshot_max_count} if snapshot_max_count else {}),
+                       **({"hot_delete_ratio": hot_delete_ratio} if hot_delete_ratio is not None else {})},
             "overrides": {"bench.*_plain": {"steps": []}},
         },
         "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "4g"}},
@@ -126,6 +128,8 @@ def main() -> None:
                     help="maintenance.policy.snapshot_max_count of icetide's arm (0: by age only, icetide's default)")
     ap.add_argument("--cdc-format", type=int, default=2, choices=(2, 3),
                     help="Iceberg format version of both CDC arms (3: deletion vectors)")
+    ap.add_argument("--hot-delete-ratio", type=float, default=None,
+                    help="maintenance.policy.hot_delete_ratio of icetide's arm (default: icetide's)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
@@ -149,7 +153,7 @@ def main() -> None:
                 create_topic(broker.bootstrap, f"{fam}_{arm}", 2)
         cfg_path = work / "steady.yaml"
         cfg = pipeline(broker.bootstrap, work, args.trigger, args.maintain_every, args.fanout,
-                       args.snapshot_max_count or None, args.cdc_format)
+                       args.snapshot_max_count or None, args.cdc_format, args.hot_delete_ratio)
         cfg_path.write_text(yaml.safe_dump(cfg))
         duration = args.minutes * 60
         load = Load(broker.bootstrap, args.rate, args.cdc_rate, args.keys, 86400 / duration, args.seed).start()
@@ -169,6 +173,8 @@ def main() -> None:
                                   "fanout": args.fanout or MaintenancePolicy().tier_fanout,
                                   "snapshot_max_count": args.snapshot_max_count or None,
                                   "cdc_format": args.cdc_format,
+                                  "hot_delete_ratio": args.hot_delete_ratio if args.hot_delete_ratio is not None
+                                  else MaintenancePolicy().hot_delete_ratio,
                                   "plan_with": "auto", "samples": []}
         args.out.mkdir(parents=True, exist_ok=True)
         next_at, ledger, polled = args.sample_every, measure.CommitLedger(queries.py, FAMILIES), 0.0
@@ -237,7 +243,7 @@ def finish(spark: Any, work: Path, cfg_path: Path, ledger: measure.CommitLedger)
     return end
 
 
-def like_for_like(spark: Any, cfg_path: Path, family: str, rounds: int = 2) -> dict[str, Any]:
+def like_for_like(spark: Any, cfg_path: Path, family: str, rounds: int = 5) -> dict[str, Any]:
     """Compaction throughput on equal input: the unmaintained table's final state registered twice;
     one copy compacted by a plain ``rewrite_data_files`` call, the other by an icetide maintenance cycle
     (planning included, the partition cold). Idle machine, alternating order, best of ``rounds``."""

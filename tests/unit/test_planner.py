@@ -105,31 +105,37 @@ def hour(h: int, kind: str, written_s_ago: float, files: int = 6) -> PartitionHe
                            last_write_ms=int(NOW - written_s_ago * 1000), size_hist={16: files})
 
 
-@pytest.mark.parametrize(("settle", "prev_written_s_ago", "closed", "files"), [
-    (60, 90, True, 6),  # the stream moved on to hour 11; hour 10 unwritten for 90 s ≥ 60
-    (60, 30, False, 6),  # still settling: a late record may follow
-    (60, 2, False, 6),  # a late record just landed there: hot again
-    (None, 90, False, 6),  # switched off: only the 900 s quiet time counts
-    (60, 90, False, 4),  # fewer than min_input_files small files (e.g. compacted, then a few late ones): waits
+@pytest.mark.parametrize(("settle", "settle_commits", "prev_written_s_ago", "commits_since", "closed", "files"), [
+    (60, 2, 90, 1, True, 6),  # the stream moved on to hour 11; hour 10 unwritten for 90 s ≥ 60
+    (60, 2, 30, 1, False, 6),  # still settling: a late record may follow
+    (60, 2, 30, 2, True, 6),  # but two commits went elsewhere since its last write
+    (60, None, 30, 5, False, 6),  # commits not counted
+    (60, 2, 2, 0, False, 6),  # a late record just landed there: hot again
+    (None, None, 90, 9, False, 6),  # switched off: only the 900 s quiet time counts
+    (60, 2, 90, 3, False, 4),  # fewer than min_input_files small files (e.g. compacted, then a few late ones): waits
 ])
 def test_a_time_partition_the_stream_moved_past_is_compacted_fully_once_settled(
-        settle: float | None, prev_written_s_ago: float, closed: bool, files: int) -> None:
+        settle: float | None, settle_commits: int | None, prev_written_s_ago: float, commits_since: int,
+        closed: bool, files: int) -> None:
     policy = MaintenancePolicy(hot_partition_quiet_seconds=900, closed_partition_settle_seconds=settle,
-                               min_input_files=5)
+                               closed_partition_settle_commits=settle_commits, min_input_files=5)
     prev, cur = hour(10, "a", prev_written_s_ago, files), hour(11, "b", 2)  # any other field: the time field counts
-    plan = plan_table(table(prev, cur), HOUR_SPEC, policy, NOW)
+    written = int(NOW - prev_written_s_ago * 1000)
+    commits = [written - 5000, written, *(written + 1 + i for i in range(commits_since))]
+    plan = plan_table(table(prev, cur, snapshots=commits), HOUR_SPEC, policy, NOW)
     full = [s for s in plan.steps if s.action == "rewrite_data_files"]
     if closed:
         [step] = full
         assert step.partitions == [prev.partition]
-        assert f"closed (a newer time partition is being written; none here for {prev_written_s_ago}s)" in step.reason
+        assert (f"closed (a newer time partition is being written; none here for {prev_written_s_ago}s, "
+                f"{commits_since} commit(s))") in step.reason
         assert step.args["where"] == ("(ts >= TIMESTAMP '1970-01-01 10:00:00' AND ts < TIMESTAMP '1970-01-01 "
                                       "11:00:00' AND kind = 'a')")
         assert plan.skipped == [f"{cur.partition}: hot (written 2s ago, quiet time 900s)"]
     else:
         assert full == []
-    assert hot_partitions([prev, cur], HOUR_SPEC, policy, NOW) == ({cur.partition} if closed else
-                                                                    {prev.partition, cur.partition})
+    assert hot_partitions([prev, cur], HOUR_SPEC, policy, NOW, commits) == ({cur.partition} if closed else
+                                                                             {prev.partition, cur.partition})
 
 
 def test_without_a_time_field_no_partition_is_closed_early() -> None:
@@ -226,12 +232,33 @@ def test_a_hot_cdc_table_gets_its_deletes_applied() -> None:
     assert deletes.action == "rewrite_position_delete_files" and deletes.hot
     assert deletes.options["rewrite-all"] == "true" and deletes.args == {}
     assert step.options["min-file-size-bytes"] == "0"  # no size tier: only the files with deletes
-    assert step.options["delete-file-threshold"] == "10" and step.options["delete-ratio-threshold"] == "0.1"
+    # a hot data file is rewritten for its deletes at hot_delete_ratio, not delete_ratio
+    assert step.options["delete-file-threshold"] == "10" and step.options["delete-ratio-threshold"] == "0.3"
     quiet = PartitionHealth("", data_files=6, data_bytes=6 * 2**20, records=60_000, small_files=6,
                             position_delete_files=3, position_delete_records=300, last_write_ms=NOW - 2000,
                             size_hist={20: 6})
     # below both thresholds: no data rewrite, so no delete file dangles either
     assert plan_table(table(quiet), [], MaintenancePolicy(), NOW).steps == []
+
+
+@pytest.mark.parametrize(("data_files", "deleted", "delete_files", "fires"), [
+    (6, 12_000, 6, False),  # 20 % deleted, one file-scoped delete file per data file: the stream's steady state
+    (6, 18_000, 6, True),  # 30 % = hot_delete_ratio
+    (12, 0, 12, False),  # ≥ delete_files (10), but one per data file
+    (12, 0, 13, True),  # more delete files than data files: they pile up
+    (6, 0, 9, False),  # more than data files, fewer than delete_files
+    (6, 0, 10, True),
+])
+def test_a_hot_cdc_table_applies_deletes_at_the_hot_ratio(data_files: int, deleted: int, delete_files: int,
+                                                          fires: bool) -> None:
+    p = PartitionHealth("", data_files=data_files, data_bytes=data_files * 2**20, records=60_000,
+                        small_files=data_files, position_delete_files=delete_files, position_delete_records=deleted,
+                        last_write_ms=NOW - 2000, size_hist={20: data_files // 2, 17: data_files - data_files // 2})
+    steps = plan_table(table(p), [], MaintenancePolicy(), NOW).steps
+    assert [s.action for s in steps] == (["rewrite_hot_files", "rewrite_position_delete_files"] if fires else [])
+    # once cold, the table's delete_ratio applies again
+    cold = PartitionHealth(**{**p.__dict__, "last_write_ms": NOW - 3600_000})
+    assert [s.action for s in plan_table(table(cold), [], MaintenancePolicy(), NOW).steps][:1] == ["rewrite_data_files"]
 
 
 def test_hot_delete_file_merges_are_per_partition_and_outside_the_rewrite_budget() -> None:

@@ -54,6 +54,13 @@ class MaintenancePolicy(BaseModel):
     min_input_files: int = Field(default=5, ge=1, description="Compact a partition with at least this many small files")
     delete_ratio: float = Field(default=0.10, ge=0, description="Apply deletes in a partition above this ratio")
     delete_files: int = Field(default=10, ge=1, description="... or with at least this many delete files")
+    hot_delete_ratio: float = Field(
+        default=0.30, ge=0,
+        description="Hot partitions (a CDC table being written is hot all the time): rewrite a data file to "
+        "apply its deletes once this share of its rows is deleted. Above delete_ratio because the stream keeps "
+        "deleting rows from the same files: at 0.1, a CDC table whose updates spread over every key rewrote its "
+        "largest file about once a minute (benchmarks/steady)",
+    )
     strategy: Literal["binpack", "sort", "zorder"] = Field(default="binpack", description="Compaction strategy")
     sort_columns: list[str] = Field(default_factory=list, description="Columns for sort / zorder")
     max_file_group_bytes: int = Field(
@@ -89,6 +96,12 @@ class MaintenancePolicy(BaseModel):
         description="A time partition (hours/days/months/years) older than the newest one written is closed "
         "once it has had no write for this long: it gets the full compaction at once instead of after the "
         "quiet time (late records make it hot again); null: only the quiet time counts",
+    )
+    closed_partition_settle_commits: int | None = Field(
+        default=2, ge=1,
+        description="... or once this many commits to the table have landed since its last write (the stream's "
+        "batches went elsewhere: with a 10 s trigger, an hour closes ~20 s after its last write instead of 60 s); "
+        "null: only closed_partition_settle_seconds counts",
     )
     tier_fanout: int = Field(
         default=8, ge=2, le=64,

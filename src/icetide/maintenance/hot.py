@@ -3,7 +3,8 @@
 A partition is hot while it was written within ``hot_partition_quiet_seconds``, unless it is a
 *closed* time partition: its time field (the spec's first ``years``/``months``/``days``/``hours``
 field) is older than the newest one written in the same table, and it has not been written for
-``closed_partition_settle_seconds`` and holds at least ``min_input_files`` small files. The stream
+``closed_partition_settle_seconds`` (or ``closed_partition_settle_commits`` commits to the table have
+landed since its last write) and holds at least ``min_input_files`` small files. The stream
 has moved on to a newer hour or day; only late records still arrive there, so it is compacted fully
 (one file per target size) straight away instead of after the quiet time. Late records afterwards
 make it hot again until ``min_input_files`` small files have gathered, so a trickle of late data
@@ -28,18 +29,27 @@ from icetide.maintenance.partitions import PartitionField, time_start
 
 
 def hot_partitions(partitions: list[PartitionHealth], spec: list[PartitionField], policy: MaintenancePolicy,
-                   now_ms: int) -> set[str]:
-    """The partitions (as their JSON text) that only minor compaction may touch now."""
-    quiet, settle = policy.hot_partition_quiet_seconds * 1000, policy.closed_partition_settle_seconds
+                   now_ms: int, commit_times_ms: list[int] | None = None) -> set[str]:
+    """The partitions (as their JSON text) that only minor compaction may touch now.
+
+    ``commit_times_ms``: the table's snapshot times, for ``closed_partition_settle_commits``."""
+    quiet = policy.hot_partition_quiet_seconds * 1000
     recent = [p for p in partitions if p.last_write_ms is not None and now_ms - p.last_write_ms < quiet]
-    if settle is None or not recent:
-        return {p.partition for p in recent}
+    if not recent:
+        return set()
     starts: dict[str, datetime | None] = {p.partition: time_start(spec, p.partition) for p in partitions}
     newest = max((s for s in starts.values() if s is not None), default=None)
     return {p.partition for p in recent
             if not (newest is not None and (s := starts[p.partition]) is not None and s < newest
-                    and now_ms - (p.last_write_ms or now_ms) >= settle * 1000
+                    and settled(p.last_write_ms or now_ms, policy, now_ms, commit_times_ms or [])
                     and p.small_files >= policy.min_input_files)}
+
+
+def settled(last_write_ms: int, policy: MaintenancePolicy, now_ms: int, commit_times_ms: list[int]) -> bool:
+    """No write for the settle time, or the settle count of commits since the last one."""
+    seconds, commits = policy.closed_partition_settle_seconds, policy.closed_partition_settle_commits
+    return ((seconds is not None and now_ms - last_write_ms >= seconds * 1000)
+            or (commits is not None and sum(1 for t in commit_times_ms if t > last_write_ms) >= commits))
 
 
 @dataclass(frozen=True)
