@@ -43,14 +43,21 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan_with: str, opens
             raise UnsupportedByReader("catalog type X")
         return reader
 
-    def plan_all(source: Any, _cfg: Any, tables: Any = None) -> list[Any]:
+    def plan_all(source: Any, _cfg: Any, tables: Any = None, _now: Any = None, context: Any = None) -> list[Any]:
         used.append("spark" if hasattr(source, "sparkContext") else "pyiceberg")
+        assert context is not None
         if fails and used[-1] == "pyiceberg":
             raise ValueError("a manifest PyIceberg cannot read")
         return []
 
+    def plan_context(*_: Any) -> cycle.PlanContext:
+        used.append("context")
+        return cycle.PlanContext({}, {}, {})
+
     monkeypatch.setattr("icetide.lake.readers.open_reader", open_reader)
     monkeypatch.setattr(cycle, "plan_all", plan_all)
+    monkeypatch.setattr(cycle, "plan_context", plan_context)
+    monkeypatch.setattr(cycle, "as_reader", lambda _cfg, source: source)
     return cfg, reader, used
 
 
@@ -60,7 +67,7 @@ def test_auto_plans_through_pyiceberg_with_a_fresh_view_each_time(tmp_path: Path
     p = cycle.PlanReader(Spark(), cfg)  # type: ignore[arg-type]
     p.plan(None)
     p.plan(["a.b"])
-    assert used == ["pyiceberg", "pyiceberg"]
+    assert used == ["context", "pyiceberg", "pyiceberg"]  # the action log and telemetry: read once per cycle
     assert reader.views == 2
 
 
@@ -69,20 +76,20 @@ def test_auto_falls_back_to_spark_for_the_rest_of_the_cycle(tmp_path: Path, monk
     p = cycle.PlanReader(Spark(), cfg)  # type: ignore[arg-type]
     p.plan(None)
     p.plan(["a.b"])
-    assert used == ["pyiceberg", "spark", "spark"]
+    assert used == ["context", "pyiceberg", "spark", "spark"]
 
 
 def test_auto_uses_spark_when_pyiceberg_cannot_open_the_catalog(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     cfg, _, used = setup(tmp_path, monkeypatch, "auto", opens=False)
     cycle.PlanReader(Spark(), cfg).plan(None)  # type: ignore[arg-type]
-    assert used == ["spark"]
+    assert used == ["context", "spark"]
 
 
 def test_spark_and_pyiceberg_are_taken_at_their_word(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg, _, used = setup(tmp_path, monkeypatch, "spark")
     cycle.PlanReader(Spark(), cfg).plan(None)  # type: ignore[arg-type]
-    assert used == ["spark"]
+    assert used == ["context", "spark"]
     cfg, _, used = setup(tmp_path, monkeypatch, "pyiceberg", fails=True)
     with pytest.raises(ValueError, match="manifest"):
         cycle.PlanReader(Spark(), cfg).plan(None)  # type: ignore[arg-type]

@@ -117,13 +117,13 @@ class PlanReader:
                     raise
                 log.warning("planning through PyIceberg failed; this cycle plans through Spark", exc_info=True)
                 self.reader = None
-        return self._plan(as_reader(self.cfg, self.spark), tables)
+        return self._plan(self.spark, tables)
 
-    def _plan(self, reader: MetaReader, tables: list[str] | None) -> list[TablePlan]:
+    def _plan(self, source: MetaReader | SparkSession, tables: list[str] | None) -> list[TablePlan]:
         now_ms = int(time.time() * 1000)
         if self.context is None:
-            self.context = plan_context(reader, self.cfg, now_ms)
-        return plan_all(reader, self.cfg, tables, now_ms, context=self.context)
+            self.context = plan_context(as_reader(self.cfg, source), self.cfg, now_ms)
+        return plan_all(source, self.cfg, tables, now_ms, context=self.context)
 
 
 def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,
