@@ -156,10 +156,13 @@ def main() -> None:
                        args.snapshot_max_count or None, args.cdc_format, args.hot_delete_ratio)
         cfg_path.write_text(yaml.safe_dump(cfg))
         duration = args.minutes * 60
+        spark = build_session(load_config(cfg_path))
+        # the catalog's SQLite schema is created here, before the ingest and maintenance processes open it
+        # (two JVMs creating it at once can fail one of them: "duplicate column name: iceberg_type")
+        spark.sql(f"SHOW NAMESPACES IN {measure.CAT}").collect()
         load = Load(broker.bootstrap, args.rate, args.cdc_rate, args.keys, 86400 / duration, args.seed).start()
         ingest = start(["run", "-c", str(cfg_path)], work / "ingest.log")
         procs.append(ingest)
-        spark = build_session(load_config(cfg_path))
         wait_tables(spark, [measure.table_of(f, a) for f in FAMILIES for a in ARMS])
         ice = [a for f in FAMILIES for a in ("-t", measure.table_of(f, "ice"))]
         maint = start(["maintain", "-c", str(cfg_path), *ice, "--watch"], work / "maintenance.log")

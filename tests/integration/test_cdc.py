@@ -56,8 +56,9 @@ def test_debezium_changes_land_as_the_exact_final_state_on_merge_on_read(kafka, 
     meta = spark.sql(f"SELECT file FROM {fq}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
     spark.sql(f"CALL icetide.system.register_table(table => '{hot}', metadata_file => '{meta}')")
     raw = yaml.safe_load(cfg.read_text())
-    raw["maintenance"] = {"log_table": f"{table}_mlog", "policy": {"delete_files": 2, "steps": [
-        "rewrite_hot_files", "rewrite_position_delete_files"]}}
+    raw["maintenance"] = {"log_table": f"{table}_mlog", "policy": {"delete_files": 2, "hot_delete_ratio": 0.01,
+                                                                   "steps": ["rewrite_hot_files",
+                                                                             "rewrite_position_delete_files"]}}
     cfg.write_text(yaml.safe_dump(raw))
     _, records = run_cycle(spark, load_config(cfg), [hot])
     assert [(r.step, r.outcome) for r in records] == [("rewrite_hot_files", "ok"),

@@ -76,3 +76,23 @@ def test_budget_counts_full_rewrites_not_minor_ones() -> None:
 ])
 def test_commit_conflicts_are_classified_once(exc: Exception, conflict: bool) -> None:
     assert is_commit_conflict(exc) is conflict
+
+
+def test_a_deferred_executor_writes_the_cycles_actions_in_one_append(monkeypatch: pytest.MonkeyPatch) -> None:
+    from icetide.maintenance.executor import ActionRecord, Executor
+
+    writes: list[list[str]] = []
+    ex = Executor(None, "c", "ns.log", deferred=True)  # type: ignore[arg-type]
+    monkeypatch.setattr(ex, "_write", lambda done: writes.append([r.table for _, r in done]))
+    for t in ("a", "b"):
+        ex._record([(step(StepName.REWRITE_HOT_FILES), ActionRecord(t, StepName.REWRITE_HOT_FILES, "ok", 0))])
+    ex.record([ActionRecord("c", StepName.EXPIRE_ROWS, "ok", 0)])
+    assert writes == []
+    ex.flush()
+    assert writes == [["a", "b", "c"]]
+    ex.flush()  # nothing pending: an empty write, which writes nothing
+    assert writes[1:] == [[]] and ex.pending == []
+    now = Executor(None, "c", "ns.log")  # type: ignore[arg-type]
+    monkeypatch.setattr(now, "_write", lambda done: writes.append([r.table for _, r in done]))
+    now._record([(step(StepName.EXPIRE_SNAPSHOTS), ActionRecord("d", StepName.EXPIRE_SNAPSHOTS, "ok", 0))])
+    assert writes[-1] == ["d"]

@@ -143,23 +143,26 @@ def run_cycle(spark: SparkSession, cfg: PipelineConfig, tables: list[str] | None
             telemetry.load_spool(spark, cfg)
         except Exception:  # telemetry is advisory: a broken spool never stops maintenance
             log.exception("telemetry: loading the scan report spool failed")
-    executor = Executor(spark, cfg.catalog.name, m.log_table, in_flight_since_ms=in_flight_since_ms)
+    executor = Executor(spark, cfg.catalog.name, m.log_table, in_flight_since_ms=in_flight_since_ms, deferred=True)
     budget = Budget(m.rewrites_per_cycle, m.rewrite_bytes_per_cycle)
     executed: list[TablePlan] = []
     records: list[ActionRecord] = []
-    if retention and not dry_run:
-        records += retention_rows(spark, cfg)
-        executor.record(records)
-    planner = PlanReader(spark, cfg)
-    ordered_plans = planner.plan(tables)
-    for i, ordered in enumerate(ordered_plans):
-        short = TableRef.parse(ordered.table, cfg.catalog.name).short
-        if progress is not None:
-            progress(short, i, len(ordered_plans))
-        fresh = planner.plan([short])
-        if not fresh:
-            continue
-        fresh[0].priority = ordered.priority  # the cycle's order stands
-        executed.append(fresh[0])
-        records += executor.run(fresh, budget, dry_run=dry_run)
+    try:
+        if retention and not dry_run:
+            records += retention_rows(spark, cfg)
+            executor.record(records)
+        planner = PlanReader(spark, cfg)
+        ordered_plans = planner.plan(tables)
+        for i, ordered in enumerate(ordered_plans):
+            short = TableRef.parse(ordered.table, cfg.catalog.name).short
+            if progress is not None:
+                progress(short, i, len(ordered_plans))
+            fresh = planner.plan([short])
+            if not fresh:
+                continue
+            fresh[0].priority = ordered.priority  # the cycle's order stands
+            executed.append(fresh[0])
+            records += executor.run(fresh, budget, dry_run=dry_run)
+    finally:
+        executor.flush()  # the cycle's actions, in one append to the log
     return executed, records
