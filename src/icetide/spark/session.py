@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -151,7 +152,27 @@ def build_session(cfg: PipelineConfig) -> SparkSession:
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("ICETIDE_SPARK_LOG_LEVEL", "WARN"))
+    if cfg.catalog.type == "jdbc":
+        _open_jdbc_catalog(spark, cfg.catalog.name)
     return spark
+
+
+# Iceberg's JDBC catalog creates and migrates its own SQL tables on first use; two processes doing it
+# at once (`icetide run` and `icetide maintain` started together on a new catalog) can lose the race
+# with these. Spark keeps a catalog only once it loaded, so trying again is safe.
+_SCHEMA_RACE = ("duplicate column name", "already exists", "Cannot check and eventually update SQL schema")
+
+
+def _open_jdbc_catalog(spark: SparkSession, catalog: str, attempts: int = 3) -> None:
+    for i in range(attempts):
+        try:
+            spark.sql(f"SHOW NAMESPACES IN {catalog}").collect()
+            return
+        except Exception as e:
+            if i == attempts - 1 or not any(m in str(e) for m in _SCHEMA_RACE):
+                raise
+            log.warning("catalog %s: its SQL schema was being created by another process; trying again", catalog)
+            time.sleep(1 + i)
 
 
 def has_class(spark: SparkSession, name: str) -> bool:
