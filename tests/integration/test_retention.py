@@ -59,6 +59,31 @@ def test_a_cycle_deletes_old_days_of_icetide_logs_and_keeps_dead_letters(spark, 
     assert spark.sql(f"SELECT count(*) FROM {batches}.snapshots").first()[0] == snaps
 
 
+def test_a_cycle_expires_old_snapshots_of_the_log_it_appends_to(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    from icetide.lake.tables import ensure_table
+    from icetide.maintenance.executor import LOG_SCHEMA
+
+    ns = unique("rts")
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(pipeline_dict(
+        kafka, lake, tmp_path, "unused", f"{ns}.unused", health={"namespaces": [ns], "history_table": f"{ns}.health"},
+        maintenance={"log_table": f"{ns}.maintenance",
+                     "policy": {"steps": [], "snapshot_max_age_seconds": 1, "snapshot_retain_last": 1}})))
+    log_table = ensure_table(spark, "icetide", f"{ns}.maintenance", LOG_SCHEMA, ["days(started_at)"], {})
+    for i in range(3):
+        spark.sql(f"INSERT INTO {log_table} (started_at, table_name, step, outcome) "
+                  f"VALUES (current_timestamp(), 't{i}', 'rewrite_hot_files', 'ok')")
+    time.sleep(1.5)
+    _, records = run_cycle(spark, load_config(path), [])
+    [rec] = [r for r in records if r.step == "expire_snapshots"]
+    assert (rec.table, rec.outcome, rec.result) == (log_table, "ok", [{"expired_snapshots": 2}])
+    # the newest kept, then this cycle's own record appended: two snapshots, every row still there
+    assert spark.sql(f"SELECT count(*) FROM {log_table}.snapshots").first()[0] == 2
+    assert spark.sql(f"SELECT count(*) FROM {log_table} WHERE table_name LIKE 't%'").first()[0] == 3
+
+
 def test_tombstones_are_trimmed_past_the_cdc_horizon_only(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
     ns = unique("rtt")
     path = tmp_path / "t.yaml"

@@ -5,8 +5,12 @@ asked, dead letters (``dead_letter.retention``).
 Each is partitioned by day of its time column, so the cut is rounded down to a day boundary and
 the DELETE drops whole partitions (Iceberg commits it as metadata only: no data file is
 rewritten, and it never conflicts with the appends of today's partition). Nothing is deleted, and
-no snapshot made, when no row is old enough. Their files and snapshots are maintained like any
-other table's (they are in the watched namespaces). CDC tombstone tables are trimmed only when the
+no snapshot made, when no row is old enough. The batch log and dead letters are maintained like any
+other table's (they are in the watched namespaces); the three tables a cycle appends to itself
+(health history, action log, telemetry) are left out of plans, so their snapshots are expired here,
+in the driver, by their policy's age and ``snapshot_retain_last``: without it every append would
+carry every earlier snapshot in the metadata, and the rows past retention would stay on storage.
+CDC tombstone tables are trimmed only when the
 table's ``cdc.tombstone_horizon`` is set (a tombstone is what keeps an older change from
 resurrecting a deleted row: past the horizon, a late change can), by the delete's Kafka timestamp.
 """
@@ -23,7 +27,7 @@ from icetide.config.models import PipelineConfig
 from icetide.config.policy import StepName
 from icetide.health.watch import namespaces
 from icetide.ingest.cdc import DELETED_AT
-from icetide.lake.tables import list_tables, table_exists
+from icetide.lake.tables import expire_in_driver, list_tables, table_exists
 from icetide.maintenance.executor import ActionRecord
 
 if TYPE_CHECKING:
@@ -90,6 +94,29 @@ def expire_rows(spark: SparkSession, cfg: PipelineConfig, now_ms: int | None = N
         except Exception as e:  # retention is housekeeping: it never stops the cycle
             rec.outcome, rec.error = "failed", (str(e).strip().splitlines() or [type(e).__name__])[0][:1000]
             log.error("maintenance: retention of %s failed: %s", q, rec.error)
+        rec.seconds = round(time.monotonic() - started, 3)
+        records.append(rec)
+    return records + _expire_own_snapshots(spark, cfg, now_ms)
+
+
+def _expire_own_snapshots(spark: SparkSession, cfg: PipelineConfig, now_ms: int) -> list[ActionRecord]:
+    records = []
+    for table in (cfg.health.history_table, cfg.maintenance.log_table, cfg.maintenance.telemetry_table):
+        q = f"{cfg.catalog.name}.{table}"
+        if not table or not table_exists(spark, q):
+            continue
+        policy = cfg.maintenance.policy_for(table)
+        rec = ActionRecord(q, StepName.EXPIRE_SNAPSHOTS, "ok", int(time.time() * 1000))
+        started = time.monotonic()
+        try:
+            n = expire_in_driver(spark, q, int(now_ms - policy.snapshot_max_age_seconds * 1000),
+                                 policy.snapshot_retain_last)
+            if n == 0:
+                continue
+            rec.result = [{"expired_snapshots": n}]
+        except Exception as e:  # housekeeping: it never stops the cycle
+            rec.outcome, rec.error = "failed", (str(e).strip().splitlines() or [type(e).__name__])[0][:1000]
+            log.error("maintenance: expiring snapshots of %s failed: %s", q, rec.error)
         rec.seconds = round(time.monotonic() - started, 3)
         records.append(rec)
     return records
