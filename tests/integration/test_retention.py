@@ -75,10 +75,12 @@ def test_a_cycle_expires_old_snapshots_of_the_log_it_appends_to(spark, kafka, la
     for i in range(3):
         spark.sql(f"INSERT INTO {log_table} (started_at, table_name, step, outcome) "
                   f"VALUES (current_timestamp(), 't{i}', 'rewrite_hot_files', 'ok')")
+    before = spark.sql(f"SELECT count(*) FROM {log_table}.snapshots").first()[0]
+    assert before == 4  # ensure_table's empty snapshot and three appends
     time.sleep(1.5)
     _, records = run_cycle(spark, load_config(path), [])
     [rec] = [r for r in records if r.step == "expire_snapshots"]
-    assert (rec.table, rec.outcome, rec.result) == (log_table, "ok", [{"expired_snapshots": 2}])
+    assert (rec.table, rec.outcome, rec.result) == (log_table, "ok", [{"expired_snapshots": 3}])
     # the newest kept, then this cycle's own record appended: two snapshots, every row still there
     assert spark.sql(f"SELECT count(*) FROM {log_table}.snapshots").first()[0] == 2
     assert spark.sql(f"SELECT count(*) FROM {log_table} WHERE table_name LIKE 't%'").first()[0] == 3
