@@ -72,7 +72,8 @@ def cutoff(now_ms: int, keep_seconds: float) -> datetime:
 
 
 def expire_rows(spark: SparkSession, cfg: PipelineConfig, now_ms: int | None = None) -> list[ActionRecord]:
-    """Delete the rows past retention from each retained table; one record per table that had any."""
+    """Delete the rows past retention from each retained table, then expire old snapshots of the three
+    tables a cycle appends to; one record per table that had any."""
     now_ms = now_ms or int(time.time() * 1000)
     records = []
     for table, column, keep in [*targets(cfg), *tombstone_targets(spark, cfg)]:
