@@ -156,10 +156,9 @@ def main() -> None:
                        args.snapshot_max_count or None, args.cdc_format, args.hot_delete_ratio)
         cfg_path.write_text(yaml.safe_dump(cfg))
         duration = args.minutes * 60
+        # build_session opens the catalog, creating its SQLite schema before the ingest and maintenance
+        # processes open it (two JVMs creating it at once can fail one: "duplicate column name: iceberg_type")
         spark = build_session(load_config(cfg_path))
-        # the catalog's SQLite schema is created here, before the ingest and maintenance processes open it
-        # (two JVMs creating it at once can fail one of them: "duplicate column name: iceberg_type")
-        spark.sql(f"SHOW NAMESPACES IN {measure.CAT}").collect()
         load = Load(broker.bootstrap, args.rate, args.cdc_rate, args.keys, 86400 / duration, args.seed).start()
         ingest = start(["run", "-c", str(cfg_path)], work / "ingest.log")
         procs.append(ingest)

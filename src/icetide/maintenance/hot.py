@@ -49,7 +49,12 @@ def settled(last_write_ms: int, policy: MaintenancePolicy, now_ms: int, commit_t
     """No write for the settle time, or the settle count of commits since the last one."""
     seconds, commits = policy.closed_partition_settle_seconds, policy.closed_partition_settle_commits
     return ((seconds is not None and now_ms - last_write_ms >= seconds * 1000)
-            or (commits is not None and sum(1 for t in commit_times_ms if t > last_write_ms) >= commits))
+            or (commits is not None and commits_since(commit_times_ms, last_write_ms) >= commits))
+
+
+def commits_since(commit_times_ms: list[int], last_write_ms: int) -> int:
+    """Commits to the table after a partition's last write."""
+    return sum(1 for t in commit_times_ms if t > last_write_ms)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any
 from icetide.config.policy import MaintenancePolicy, StepName
 from icetide.health.model import PartitionHealth, TableHealth
 from icetide.maintenance import layout
-from icetide.maintenance.hot import hot_partitions, tier_merge
+from icetide.maintenance.hot import commits_since, hot_partitions, tier_merge
 from icetide.maintenance.partitions import PartitionField, where
 
 MAX_PARTITIONS_PER_STEP = 50
@@ -142,7 +142,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             continue
         why = []
         if p.last_write_ms is not None and now_ms - p.last_write_ms < policy.hot_partition_quiet_seconds * 1000:
-            since = sum(1 for c in h.snapshot_times_ms if c > p.last_write_ms)
+            since = commits_since(h.snapshot_times_ms, p.last_write_ms)
             why.append(f"closed (a newer time partition is being written; none here for "
                        f"{(now_ms - p.last_write_ms) / 1000:.0f}s, {since} commit(s))")
         if p.small_files >= policy.min_input_files:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
-from icetide.config.policy import StepName
+from icetide.config.policy import MaintenancePolicy, StepName
 from icetide.health.watch import namespaces
 from icetide.ingest.cdc import DELETED_AT
 from icetide.lake.tables import expire_in_driver, list_tables, table_exists
@@ -82,42 +83,45 @@ def expire_rows(spark: SparkSession, cfg: PipelineConfig, now_ms: int | None = N
             continue
         # table and column come from validated config and code; the literal is formatted here
         literal = f"TIMESTAMP '{cutoff(now_ms, keep).strftime('%Y-%m-%d %H:%M:%S')}'"
-        rec = ActionRecord(q, StepName.EXPIRE_ROWS, "ok", int(time.time() * 1000))
-        started = time.monotonic()
-        try:
+
+        def delete(q: str = q, column: str = column, literal: str = literal) -> list[dict[str, Any]] | None:
             old = spark.sql(f"SELECT count(*) FROM {q} WHERE {column} < {literal}").first()
             n = int(old[0]) if old is not None else 0
             if n == 0:
-                continue
+                return None
             spark.sql(f"DELETE FROM {q} WHERE {column} < {literal}")
-            rec.result = [{"deleted_rows": n, "before": literal}]
             log.info("maintenance: %s: deleted %d rows before %s (retention)", q, n, literal)
-        except Exception as e:  # retention is housekeeping: it never stops the cycle
-            rec.outcome, rec.error = "failed", (str(e).strip().splitlines() or [type(e).__name__])[0][:1000]
-            log.error("maintenance: retention of %s failed: %s", q, rec.error)
-        rec.seconds = round(time.monotonic() - started, 3)
-        records.append(rec)
-    return records + _expire_own_snapshots(spark, cfg, now_ms)
+            return [{"deleted_rows": n, "before": literal}]
 
-
-def _expire_own_snapshots(spark: SparkSession, cfg: PipelineConfig, now_ms: int) -> list[ActionRecord]:
-    records = []
-    for table in (cfg.health.history_table, cfg.maintenance.log_table, cfg.maintenance.telemetry_table):
-        q = f"{cfg.catalog.name}.{table}"
-        if not table or not table_exists(spark, q):
+        records += _housekeeping(q, StepName.EXPIRE_ROWS, "retention", delete)
+    for own in (cfg.health.history_table, cfg.maintenance.log_table, cfg.maintenance.telemetry_table):
+        q = f"{cfg.catalog.name}.{own}"
+        if not own or not table_exists(spark, q):
             continue
-        policy = cfg.maintenance.policy_for(table)
-        rec = ActionRecord(q, StepName.EXPIRE_SNAPSHOTS, "ok", int(time.time() * 1000))
-        started = time.monotonic()
-        try:
+        policy = cfg.maintenance.policy_for(own)
+
+        def expire(q: str = q, policy: MaintenancePolicy = policy) -> list[dict[str, Any]] | None:
             n = expire_in_driver(spark, q, int(now_ms - policy.snapshot_max_age_seconds * 1000),
                                  policy.snapshot_retain_last)
-            if n == 0:
-                continue
-            rec.result = [{"expired_snapshots": n}]
-        except Exception as e:  # housekeeping: it never stops the cycle
-            rec.outcome, rec.error = "failed", (str(e).strip().splitlines() or [type(e).__name__])[0][:1000]
-            log.error("maintenance: expiring snapshots of %s failed: %s", q, rec.error)
-        rec.seconds = round(time.monotonic() - started, 3)
-        records.append(rec)
+            return [{"expired_snapshots": n}] if n else None
+
+        records += _housekeeping(q, StepName.EXPIRE_SNAPSHOTS, "expiring snapshots", expire)
     return records
+
+
+def _housekeeping(table: str, step: StepName, what: str,
+                  work: Callable[[], list[dict[str, Any]] | None]) -> list[ActionRecord]:
+    """Run one housekeeping action on ``table``: its record, none when ``work`` had nothing to do
+    (returned None), ``failed`` when it raised. Housekeeping never stops the cycle."""
+    rec = ActionRecord(table, step, "ok", int(time.time() * 1000))
+    started = time.monotonic()
+    try:
+        result = work()
+        if result is None:
+            return []
+        rec.result = result
+    except Exception as e:
+        rec.outcome, rec.error = "failed", (str(e).strip().splitlines() or [type(e).__name__])[0][:1000]
+        log.error("maintenance: %s of %s failed: %s", what, table, rec.error)
+    rec.seconds = round(time.monotonic() - started, 3)
+    return [rec]
