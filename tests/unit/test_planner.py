@@ -105,24 +105,30 @@ def hour(h: int, kind: str, written_s_ago: float, files: int = 6) -> PartitionHe
                            last_write_ms=int(NOW - written_s_ago * 1000), size_hist={16: files})
 
 
-@pytest.mark.parametrize(("settle", "settle_commits", "prev_written_s_ago", "commits_since", "closed", "files"), [
-    (60, 2, 90, 1, True, 6),  # the stream moved on to hour 11; hour 10 unwritten for 90 s ≥ 60
-    (60, 2, 30, 1, False, 6),  # still settling: a late record may follow
-    (60, 2, 30, 2, True, 6),  # but two commits went elsewhere since its last write
-    (60, None, 30, 5, False, 6),  # commits not counted
-    (60, 2, 2, 0, False, 6),  # a late record just landed there: hot again
-    (None, None, 90, 9, False, 6),  # switched off: only the 900 s quiet time counts
-    (60, 2, 90, 3, False, 4),  # fewer than min_input_files small files (e.g. compacted, then a few late ones): waits
+@pytest.mark.parametrize(("settle", "settle_commits", "prev_written_s_ago", "commits_since", "closed", "files",
+                          "compacted_before"), [
+    (60, 2, 90, 1, True, 6, False),  # the stream moved on to hour 11; hour 10 unwritten for 90 s ≥ 60
+    (60, 2, 30, 1, False, 6, False),  # still settling: a late record may follow
+    (60, 2, 30, 2, True, 6, False),  # but two commits went elsewhere since its last write
+    (60, None, 30, 5, False, 6, False),  # commits not counted
+    (60, 2, 2, 0, False, 6, False),  # a late record just landed there: hot again
+    (None, None, 90, 9, False, 6, False),  # switched off: only the 900 s quiet time counts
+    # fewer than min_input_files small files: after icetide compacted it, a few late ones wait for more …
+    (60, 2, 90, 3, False, 4, True),
+    # … but the first time it closes (hot merges left few small files) it is compacted all the same
+    (60, 2, 90, 3, True, 4, False),
+    (60, 2, 90, 3, False, 1, False),  # one file: nothing to merge
 ])
 def test_a_time_partition_the_stream_moved_past_is_compacted_fully_once_settled(
         settle: float | None, settle_commits: int | None, prev_written_s_ago: float, commits_since: int,
-        closed: bool, files: int) -> None:
+        closed: bool, files: int, compacted_before: bool) -> None:
     policy = MaintenancePolicy(hot_partition_quiet_seconds=900, closed_partition_settle_seconds=settle,
                                closed_partition_settle_commits=settle_commits, min_input_files=5)
     prev, cur = hour(10, "a", prev_written_s_ago, files), hour(11, "b", 2)  # any other field: the time field counts
     written = int(NOW - prev_written_s_ago * 1000)
     commits = [written - 5000, written, *(written + 1 + i for i in range(commits_since))]
-    plan = plan_table(table(prev, cur, snapshots=commits), HOUR_SPEC, policy, NOW)
+    compacted = {prev.partition: written - 60_000} if compacted_before else {}
+    plan = plan_table(table(prev, cur, snapshots=commits), HOUR_SPEC, policy, NOW, compacted_ms=compacted)
     full = [s for s in plan.steps if s.action == "rewrite_data_files"]
     if closed:
         [step] = full
@@ -134,8 +140,8 @@ def test_a_time_partition_the_stream_moved_past_is_compacted_fully_once_settled(
         assert plan.skipped == [f"{cur.partition}: hot (written 2s ago, quiet time 900s)"]
     else:
         assert full == []
-    assert hot_partitions([prev, cur], HOUR_SPEC, policy, NOW, commits) == ({cur.partition} if closed else
-                                                                             {prev.partition, cur.partition})
+    assert hot_partitions([prev, cur], HOUR_SPEC, policy, NOW, commits, compacted, 128 * MiB) == (
+        {cur.partition} if closed else {prev.partition, cur.partition})
 
 
 def test_without_a_time_field_no_partition_is_closed_early() -> None:
@@ -284,7 +290,7 @@ def test_a_cold_partition_left_fragmented_by_minor_compaction_is_compacted_once(
     cold = part("2026-11-24", {20: 3}, written_s_ago=3600)
     [step] = plan_table(table(cold), DAY_SPEC, MaintenancePolicy(), NOW).steps
     assert step.action == "rewrite_data_files"
-    assert step.reason == f"{cold.partition}: 3 small files in a cold partition that fits in 1 file(s)"
+    assert step.reason == f"{cold.partition}: 3 small files in a partition that fits in 1 file(s)"
     assert step.options["min-input-files"] == "3"  # Iceberg would skip a group under its own minimum
     # one file, or files that each need their own target-size file: nothing to do
     assert plan_table(table(part("2026-11-24", {20: 1}, written_s_ago=3600)), DAY_SPEC, MaintenancePolicy(),

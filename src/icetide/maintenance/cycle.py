@@ -16,7 +16,7 @@ from icetide.identifiers import TableRef
 from icetide.lake.meta import MetaReader
 from icetide.lake.readers import as_reader
 from icetide.maintenance import layout, telemetry
-from icetide.maintenance.executor import ActionRecord, Budget, Executor, last_maintained
+from icetide.maintenance.executor import ActionHistory, ActionRecord, Budget, Executor, action_history
 from icetide.maintenance.planner import TablePlan, order, plan_table
 from icetide.maintenance.retention import expire_rows as retention_rows
 
@@ -29,13 +29,13 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class PlanContext:
     """What plans read besides each table's own health: icetide's action log and query telemetry."""
-    last_maintained: dict[str, int]  # table → epoch ms of its last successful step
+    actions: ActionHistory  # last successful step per table; last full compaction per partition
     queries: dict[str, int]  # namespace.table → scans in the telemetry window
     demand: dict[str, list[telemetry.ColumnDemand]]
 
 
 def plan_context(reader: MetaReader, cfg: PipelineConfig, now_ms: int) -> PlanContext:
-    return PlanContext(last_maintained(reader, cfg.maintenance.log_table, now_ms),
+    return PlanContext(action_history(reader, cfg.maintenance.log_table, now_ms),
                        telemetry.query_counts(reader, cfg, now_ms), telemetry.column_demand(reader, cfg, now_ms))
 
 
@@ -63,9 +63,10 @@ def plan_all(source: MetaReader | SparkSession, cfg: PipelineConfig, tables: lis
     for h in healths:
         short = TableRef.parse(h.table, reader.catalog).short
         policy = cfg.maintenance.policy_for(short)
-        plans.append(plan_table(h, reader.spec(short), policy, now_ms, ctx.last_maintained.get(h.table),
+        plans.append(plan_table(h, reader.spec(short), policy, now_ms, ctx.actions.last_ok.get(h.table),
                                 ctx.queries.get(short, 0), _layout_input(reader, short, ctx.demand.get(short, []),
-                                                                         policy)))
+                                                                         policy),
+                                ctx.actions.compacted.get(h.table, {})))
     return order(plans)
 
 

@@ -280,7 +280,7 @@ class Executor:
                 "started_at": datetime.fromtimestamp(r.started_at_ms / 1000, UTC).replace(tzinfo=None),
                 "table_name": r.table, "step": r.step, "outcome": r.outcome, "reason": s.reason,
                 "figures": json.dumps(s.figures), "expected": s.expected,
-                "arguments": json.dumps({"args": s.args, "options": s.options}),
+                "arguments": json.dumps({"args": s.args, "options": s.options, "partitions": s.partitions}),
                 "result": json.dumps(r.result, default=str)[:100_000], "files_in": r.files_in,
                 "files_out": r.files_out, "bytes_in": r.bytes_in, "attempts": r.attempts,
                 "seconds": r.seconds, "error": r.error,
@@ -290,19 +290,42 @@ class Executor:
         self.spark.createDataFrame(rows, LOG_SCHEMA).writeTo(table).append()
 
 
-#: how far back :func:`last_maintained` looks: the planner's waiting bonus is full after 10 hours
+#: how far back :func:`action_history` looks: the planner's waiting bonus is full after 10 hours
 LAST_MAINTAINED_WINDOW_MS = 24 * 3_600_000
 
 
-def last_maintained(reader: MetaReader, log_table: str, now_ms: int | None = None) -> dict[str, int]:
-    """Per table, when icetide last ran a successful step on it (epoch ms) within the last day
-    (older is the same to the planner as never: see ``planner.priority``)."""
+@dataclass
+class ActionHistory:
+    """What the planner reads from icetide's action log (the last day of it)."""
+    last_ok: dict[str, int] = field(default_factory=dict)  # table → epoch ms of its last successful step
+    compacted: dict[str, dict[str, int]] = field(default_factory=dict)  # table → partition → last full compaction
+
+
+def action_history(reader: MetaReader, log_table: str, now_ms: int | None = None) -> ActionHistory:
+    """Per table, when icetide last ran a successful step on it, and per partition, when it last compacted
+    it fully (``rewrite_data_files``), within the last day (older is the same to the planner as never:
+    see ``planner.priority`` and ``hot.first_close``). Rows written before partitions were logged count
+    for ``last_ok`` only."""
+    out = ActionHistory()
     if not reader.exists(log_table):
-        return {}
+        return out
     since = (now_ms or int(time.time() * 1000)) - LAST_MAINTAINED_WINDOW_MS
-    out: dict[str, int] = {}
-    for r in reader.rows(log_table, ["table_name", "outcome", "started_at"], ("started_at", since)):
-        if r["outcome"] == "ok" and r["started_at"] is not None:
-            ms = int(r["started_at"].timestamp() * 1000)
-            out[r["table_name"]] = max(ms, out.get(r["table_name"], ms))
+    for r in reader.rows(log_table, ["table_name", "step", "outcome", "started_at", "arguments"],
+                         ("started_at", since)):
+        if r["outcome"] != "ok" or r["started_at"] is None:
+            continue
+        t, ms = r["table_name"], int(r["started_at"].timestamp() * 1000)
+        out.last_ok[t] = max(ms, out.last_ok.get(t, ms))
+        if r["step"] == StepName.REWRITE_DATA_FILES:
+            done = out.compacted.setdefault(t, {})
+            for part in _logged_partitions(r["arguments"]):
+                done[part] = max(ms, done.get(part, ms))
     return out
+
+
+def _logged_partitions(arguments: str | None) -> list[str]:
+    try:
+        parts = json.loads(arguments or "{}").get("partitions", [])
+    except (ValueError, AttributeError):
+        return []
+    return [p for p in parts if isinstance(p, str)] if isinstance(parts, list) else []

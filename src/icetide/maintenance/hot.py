@@ -4,11 +4,14 @@ A partition is hot while it was written within ``hot_partition_quiet_seconds``, 
 *closed* time partition: its time field (the spec's first ``years``/``months``/``days``/``hours``
 field) is older than the newest one written in the same table, and it has not been written for
 ``closed_partition_settle_seconds`` (or ``closed_partition_settle_commits`` commits to the table have
-landed since its last write) and holds at least ``min_input_files`` small files. The stream
-has moved on to a newer hour or day; only late records still arrive there, so it is compacted fully
-(one file per target size) straight away instead of after the quiet time. Late records afterwards
-make it hot again until ``min_input_files`` small files have gathered, so a trickle of late data
-costs one rewrite per that many files, not one per file. A record from far in the future only makes
+landed since its last write) and holds at least ``min_input_files`` small files, or, the first
+time it closes (no full compaction of it is on record since its last write), at least two small
+files in more files than its bytes need. The stream has moved on to a newer hour or day; only late
+records still arrive there, so it is compacted fully (one file per target size) straight away
+instead of after the quiet time. Late records after that compaction make it hot again until
+``min_input_files`` small files have gathered, so a trickle of late data costs one rewrite per that
+many files, not one per file; a partition whose hot merges left fewer small files than that closes
+all the same. A record from far in the future only makes
 partitions without a write for the settle time count as closed: an earlier compaction, no more.
 
 Hot partitions get tiered minor compaction: data files fall in size tiers a factor ``tier_fanout``
@@ -29,10 +32,13 @@ from icetide.maintenance.partitions import PartitionField, time_start
 
 
 def hot_partitions(partitions: list[PartitionHealth], spec: list[PartitionField], policy: MaintenancePolicy,
-                   now_ms: int, commit_times_ms: list[int] | None = None) -> set[str]:
+                   now_ms: int, commit_times_ms: list[int] | None = None,
+                   compacted_ms: dict[str, int] | None = None, target_bytes: int | None = None) -> set[str]:
     """The partitions (as their JSON text) that only minor compaction may touch now.
 
-    ``commit_times_ms``: the table's snapshot times, for ``closed_partition_settle_commits``."""
+    ``commit_times_ms``: the table's snapshot times, for ``closed_partition_settle_commits``.
+    ``compacted_ms``: partition → when icetide last compacted it fully (its action log); with
+    ``target_bytes``, a partition closing for the first time needs only two small files."""
     quiet = policy.hot_partition_quiet_seconds * 1000
     recent = [p for p in partitions if p.last_write_ms is not None and now_ms - p.last_write_ms < quiet]
     if not recent:
@@ -42,7 +48,26 @@ def hot_partitions(partitions: list[PartitionHealth], spec: list[PartitionField]
     return {p.partition for p in recent
             if not (newest is not None and (s := starts[p.partition]) is not None and s < newest
                     and settled(p.last_write_ms or now_ms, policy, now_ms, commit_times_ms or [])
-                    and p.small_files >= policy.min_input_files)}
+                    and enough_to_close(p, policy, compacted_ms or {}, target_bytes))}
+
+
+def enough_to_close(p: PartitionHealth, policy: MaintenancePolicy, compacted_ms: dict[str, int],
+                    target_bytes: int | None) -> bool:
+    """A settled closed partition is compacted now: ``min_input_files`` small files, or its first close
+    with two or more small files in more files than ``ceil(bytes / target)``."""
+    if p.small_files >= policy.min_input_files:
+        return True
+    return target_bytes is not None and first_close(p, compacted_ms) and fragmented(p, target_bytes)
+
+
+def first_close(p: PartitionHealth, compacted_ms: dict[str, int]) -> bool:
+    """No full compaction of the partition is on record since its last write began (a late re-open has one)."""
+    return p.partition not in compacted_ms
+
+
+def fragmented(p: PartitionHealth, target_bytes: int) -> bool:
+    """Two or more small files, and more files than its bytes need at the target size."""
+    return p.small_files >= 2 and p.data_files > max(1, math.ceil(p.data_bytes / target_bytes))
 
 
 def settled(last_write_ms: int, policy: MaintenancePolicy, now_ms: int, commit_times_ms: list[int]) -> bool:

@@ -26,7 +26,7 @@ from typing import Any
 from icetide.config.policy import MaintenancePolicy, StepName
 from icetide.health.model import PartitionHealth, TableHealth
 from icetide.maintenance import layout
-from icetide.maintenance.hot import commits_since, hot_partitions, tier_merge
+from icetide.maintenance.hot import commits_since, fragmented, hot_partitions, tier_merge
 from icetide.maintenance.partitions import PartitionField, where
 
 MAX_PARTITIONS_PER_STEP = 50
@@ -85,13 +85,14 @@ def expirable(snapshot_times_ms: list[int], older_than_ms: float, retain_last: i
 
 def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePolicy, now_ms: int,
                last_maintained_ms: int | None = None, queries: int = 0,
-               layout_input: layout.LayoutInput | None = None) -> TablePlan:
+               layout_input: layout.LayoutInput | None = None, compacted_ms: dict[str, int] | None = None
+               ) -> TablePlan:
     steps: list[Step] = []
     skipped: list[str] = []
     t, cap, keep = h.table, policy.snapshot_max_count, policy.snapshot_retain_last
     target = policy.target_file_size_bytes or h.target_file_bytes
     trigger, floor = min(policy.snapshots_trigger, cap or policy.snapshots_trigger), "the age floor"
-    hot = hot_partitions(h.partitions, spec, policy, now_ms, h.snapshot_times_ms)
+    hot = hot_partitions(h.partitions, spec, policy, now_ms, h.snapshot_times_ms, compacted_ms or {}, target)
 
     if StepName.EXPIRE_SNAPSHOTS in policy.steps and h.snapshots > trigger:
         older = now_ms - policy.snapshot_max_age_seconds * 1000
@@ -129,9 +130,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
     for p in sorted(h.partitions, key=lambda p: (p.score, -p.data_files)):
         # Cold and holding more files than its data needs (e.g. what minor compaction left while it
         # was hot): one full compaction brings it to ceil(bytes / target) files.
-        fragmented = (p.small_files >= 2 and p.data_files > max(1, math.ceil(p.data_bytes / target))
-                      and p.partition not in hot)
-        needs_compact = p.small_files >= policy.min_input_files or fragmented
+        needs_compact = p.small_files >= policy.min_input_files or (fragmented(p, target) and p.partition not in hot)
         needs_deletes = _needs_deletes(p, policy)
         if not (needs_compact or needs_deletes):
             continue
@@ -148,7 +147,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
         if p.small_files >= policy.min_input_files:
             why.append(f"{p.small_files} small files (≥ {policy.min_input_files})")
         elif needs_compact:
-            why.append(f"{p.small_files} small files in a cold partition that fits in "
+            why.append(f"{p.small_files} small files in a partition that fits in "
                        f"{max(1, math.ceil(p.data_bytes / target))} file(s)")
         if needs_deletes:
             why.append(f"delete ratio {p.delete_ratio:.3f} / {p.delete_files} delete files")
