@@ -104,3 +104,37 @@ def test_tombstones_are_trimmed_past_the_cdc_horizon_only(spark, kafka, lake, tm
     _, records = run_cycle(spark, cfg, [f"{ns}.accounts_tombstones"])
     assert [(r.table, r.step, r.outcome) for r in records if r.step == "expire_rows"] == [(tomb, "expire_rows", "ok")]
     assert [r[0] for r in spark.sql(f"SELECT id FROM {tomb}").collect()] == [3]
+
+
+def test_a_cycle_compacts_the_small_files_of_the_log_it_appends_to(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from icetide.lake.tables import ensure_table
+    from icetide.maintenance.executor import LOG_SCHEMA
+
+    ns = unique("rtc")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(pipeline_dict(
+        kafka, lake, tmp_path, "unused", f"{ns}.unused", health={"namespaces": [ns], "history_table": f"{ns}.health"},
+        maintenance={"log_table": f"{ns}.maintenance",
+                     "policy": {"steps": ["rewrite_data_files"], "min_input_files": 5}})))
+    log_table = ensure_table(spark, "icetide", f"{ns}.maintenance", LOG_SCHEMA, ["days(started_at)"], {})
+
+    def append(n: int) -> None:
+        for i in range(n):  # one file each, as a cycle's one append per cycle does
+            spark.sql(f"INSERT INTO {log_table} (started_at, table_name, step, outcome) "
+                      f"VALUES (current_timestamp(), 't{i}', 'rewrite_hot_files', 'ok')")
+
+    append(4)
+    _, records = run_cycle(spark, load_config(path), [])
+    assert not [r for r in records if r.step == "rewrite_data_files"]  # 4 files < min_input_files: left alone
+    files = spark.sql(f"SELECT count(*) FROM {log_table}.files").first()[0]
+    assert files == 4  # and the cycle acted on nothing, so it logged nothing
+
+    append(2)
+    _, records = run_cycle(spark, load_config(path), [])
+    [rec] = [r for r in records if r.step == "rewrite_data_files"]
+    assert (rec.table, rec.outcome) == (log_table, "ok")
+    assert (rec.result[0]["rewritten_data_files_count"], rec.result[0]["added_data_files_count"]) == (6, 1)
+    # one compacted file, plus this cycle's own record of the compaction; every row still there once
+    assert spark.sql(f"SELECT count(*) FROM {log_table}.files").first()[0] == 2
+    assert spark.sql(f"SELECT count(*) FROM {log_table} WHERE table_name LIKE 't%'").first()[0] == 6
+    assert spark.sql(f"SELECT count(*) FROM {log_table} WHERE step = 'rewrite_data_files'").first()[0] == 1

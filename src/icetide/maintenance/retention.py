@@ -7,9 +7,12 @@ the DELETE drops whole partitions (Iceberg commits it as metadata only: no data 
 rewritten, and it never conflicts with the appends of today's partition). Nothing is deleted, and
 no snapshot made, when no row is old enough. The batch log and dead letters are maintained like any
 other table's (they are in the watched namespaces); the three tables a cycle appends to itself
-(health history, action log, telemetry) are left out of plans, so their snapshots are expired here,
-in the driver, by their policy's age and ``snapshot_retain_last``: without it every append would
-carry every earlier snapshot in the metadata, and the rows past retention would stay on storage.
+(health history, action log, telemetry) are left out of plans, so they are kept here: their small
+files are compacted (binpack, once a partition holds the policy's ``min_input_files``; a cycle that
+appends once a minute leaves 1,440 files a day, and every plan reads the last day of the action log),
+then their snapshots are expired in the driver, by their policy's age and ``snapshot_retain_last``:
+without it every append would carry every earlier snapshot in the metadata, and the rows past
+retention would stay on storage.
 CDC tombstone tables are trimmed only when the
 table's ``cdc.tombstone_horizon`` is set (a tombstone is what keeps an older change from
 resurrecting a deleted row: past the horizon, a late change can), by the delete's Kafka timestamp.
@@ -99,6 +102,11 @@ def expire_rows(spark: SparkSession, cfg: PipelineConfig, now_ms: int | None = N
         if not own or not table_exists(spark, q):
             continue
         policy = cfg.maintenance.policy_for(own)
+        if StepName.REWRITE_DATA_FILES in policy.steps:
+            def compact(q: str = q, n: int = policy.min_input_files) -> list[dict[str, Any]] | None:
+                return _compact(spark, cfg.catalog.name, q, n)
+
+            records += _housekeeping(q, StepName.REWRITE_DATA_FILES, "compacting", compact)
 
         def expire(q: str = q, policy: MaintenancePolicy = policy) -> list[dict[str, Any]] | None:
             n = expire_in_driver(spark, q, int(now_ms - policy.snapshot_max_age_seconds * 1000),
@@ -107,6 +115,19 @@ def expire_rows(spark: SparkSession, cfg: PipelineConfig, now_ms: int | None = N
 
         records += _housekeeping(q, StepName.EXPIRE_SNAPSHOTS, "expiring snapshots", expire)
     return records
+
+
+def _compact(spark: SparkSession, catalog: str, table: str, min_input_files: int) -> list[dict[str, Any]] | None:
+    """Binpack the partitions of ``table`` holding ``min_input_files`` files or more; None: nothing to do."""
+    # the table comes from validated config; the count is an int
+    row = spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{table}', "
+                    f"options => map('min-input-files', '{max(2, int(min_input_files))}'))").first()
+    done = row.asDict() if row is not None else {}
+    if not done.get("rewritten_data_files_count"):
+        return None
+    log.info("maintenance: %s: compacted %s files into %s", table, done.get("rewritten_data_files_count"),
+             done.get("added_data_files_count"))
+    return [done]
 
 
 def _housekeeping(table: str, step: StepName, what: str,
