@@ -12,7 +12,6 @@ import pyarrow.compute as pc
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
 
-from benchmarks.common import best_of
 from icetide.config.policy import StepName
 
 CAT = "icetide"
@@ -100,18 +99,37 @@ def write_amplification(spark: Any, family: str, log_table: str, ingested: int) 
 
 
 class Queries:
-    """The fixed query mix, through Spark SQL and through PyIceberg; each timed as the best of 5."""
+    """The fixed query mix, through Spark SQL and through PyIceberg; each timed as the best of 5.
+
+    The arms are interleaved: each round runs every query once on every arm, in an order that
+    rotates from round to round, so a compaction, a GC pause or an ingest batch landing during
+    the measurement falls on every arm alike instead of on whichever arm was being timed."""
+
+    ROUNDS = 5
 
     def __init__(self, spark: Any, catalog_db: str, warehouse: str) -> None:
         self.spark = spark
         self.py = SqlCatalog(CAT, uri=f"sqlite:///{catalog_db}", warehouse=f"file://{warehouse}")
 
-    def run(self, family: str, arm: str, point_id: Any, now_event: datetime) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for name, (sql, py) in self._mix(family, arm, point_id, now_event).items():
-            out[f"spark.{name}"] = _best(lambda s=sql: self.spark.sql(s).collect())
-            out[f"pyiceberg.{name}"] = _best(py)
-        return out
+    def run(self, family: str, arms: tuple[str, ...], point_id: Any,
+            now_event: datetime) -> dict[str, dict[str, float]]:
+        """Per arm, per query (``spark.<name>``, ``pyiceberg.<name>``): the best of the rounds, seconds."""
+        timed: dict[str, dict[str, Callable[[], Any]]] = {}
+        for arm in arms:
+            timed[arm] = {}
+            for name, (sql, py) in self._mix(family, arm, point_id, now_event).items():
+                timed[arm][f"spark.{name}"] = lambda s=sql: self.spark.sql(s).collect()
+                timed[arm][f"pyiceberg.{name}"] = py
+        best: dict[str, dict[str, float]] = {arm: {} for arm in arms}
+        for r in range(self.ROUNDS):
+            order = arms[r % len(arms):] + arms[:r % len(arms)]
+            for query in timed[arms[0]]:
+                for arm in order:
+                    t0 = time.perf_counter()
+                    timed[arm][query]()
+                    took = time.perf_counter() - t0
+                    best[arm][query] = round(min(took, best[arm].get(query, took)), 4)
+        return best
 
     def _mix(self, family: str, arm: str, point_id: Any, now: datetime) -> dict[str, tuple[str, Callable[[], Any]]]:
         ident = table_of(family, arm)
@@ -147,10 +165,6 @@ class Queries:
 
 def _sum(table: Any, column: str) -> tuple[int, Any]:
     return table.num_rows, pc.sum(table[column]).as_py()
-
-
-def _best(fn: Callable[[], Any]) -> float:
-    return round(best_of(fn, 5), 4)
 
 
 def metadata_file(spark: Any, family: str, arm: str) -> str:

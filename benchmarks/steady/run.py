@@ -106,10 +106,10 @@ def sample(spark: Any, queries: measure.Queries, load: Load, rng: random.Random,
     for fam in FAMILIES:
         copy_s = measure.build_compacted_copy(spark, fam)
         point = rng.randrange(load.keys) if fam == "cdc" else rng.choice(load.ids[: max(1, len(load.ids) * 3 // 4)])
-        arms = {}
-        for arm in ("plain", "ice", "compact"):
-            arms[arm] = {"layout": measure.layout(spark, fam, arm),
-                         "queries": queries.run(fam, arm, point, now_event)}
+        names = ("plain", "ice", "compact")
+        layouts = {arm: measure.layout(spark, fam, arm) for arm in names}
+        timed = queries.run(fam, names, point, now_event)
+        arms = {arm: {"layout": layouts[arm], "queries": timed[arm]} for arm in names}
         out["families"][fam] = {"copy_seconds": round(copy_s, 1), "arms": arms}
     return out
 
