@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import yaml
 
 from icetide.config import load_config
@@ -59,22 +62,31 @@ def test_a_cycle_deletes_old_days_of_icetide_logs_and_keeps_dead_letters(spark, 
     assert spark.sql(f"SELECT count(*) FROM {batches}.snapshots").first()[0] == snaps
 
 
-def test_a_cycle_expires_old_snapshots_of_the_log_it_appends_to(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import time
-
+def own_log(spark, kafka, lake, tmp_path, policy: dict[str, Any]) -> tuple[Path, str]:  # type: ignore[no-untyped-def]
+    """A config whose action log is a fresh table (created), with ``policy``: its path and the log."""
     from icetide.lake.tables import ensure_table
     from icetide.maintenance.executor import LOG_SCHEMA
 
-    ns = unique("rts")
-    path = tmp_path / "s.yaml"
+    ns = unique("rto")
+    path = tmp_path / f"{ns}.yaml"
     path.write_text(yaml.safe_dump(pipeline_dict(
         kafka, lake, tmp_path, "unused", f"{ns}.unused", health={"namespaces": [ns], "history_table": f"{ns}.health"},
-        maintenance={"log_table": f"{ns}.maintenance",
-                     "policy": {"steps": [], "snapshot_max_age_seconds": 1, "snapshot_retain_last": 1}})))
-    log_table = ensure_table(spark, "icetide", f"{ns}.maintenance", LOG_SCHEMA, ["days(started_at)"], {})
-    for i in range(3):
+        maintenance={"log_table": f"{ns}.maintenance", "policy": policy})))
+    return path, ensure_table(spark, "icetide", f"{ns}.maintenance", LOG_SCHEMA, ["days(started_at)"], {})
+
+
+def append_log_rows(spark, log_table: str, n: int) -> None:  # type: ignore[no-untyped-def]
+    for i in range(n):  # one file each, as a cycle's one append per cycle does
         spark.sql(f"INSERT INTO {log_table} (started_at, table_name, step, outcome) "
                   f"VALUES (current_timestamp(), 't{i}', 'rewrite_hot_files', 'ok')")
+
+
+def test_a_cycle_expires_old_snapshots_of_the_log_it_appends_to(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    path, log_table = own_log(spark, kafka, lake, tmp_path,
+                              {"steps": [], "snapshot_max_age_seconds": 1, "snapshot_retain_last": 1})
+    append_log_rows(spark, log_table, 3)
     before = spark.sql(f"SELECT count(*) FROM {log_table}.snapshots").first()[0]
     assert before == 4  # ensure_table's empty snapshot and three appends
     time.sleep(1.5)
@@ -107,29 +119,14 @@ def test_tombstones_are_trimmed_past_the_cdc_horizon_only(spark, kafka, lake, tm
 
 
 def test_a_cycle_compacts_the_small_files_of_the_log_it_appends_to(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from icetide.lake.tables import ensure_table
-    from icetide.maintenance.executor import LOG_SCHEMA
-
-    ns = unique("rtc")
-    path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(pipeline_dict(
-        kafka, lake, tmp_path, "unused", f"{ns}.unused", health={"namespaces": [ns], "history_table": f"{ns}.health"},
-        maintenance={"log_table": f"{ns}.maintenance",
-                     "policy": {"steps": ["rewrite_data_files"], "min_input_files": 5}})))
-    log_table = ensure_table(spark, "icetide", f"{ns}.maintenance", LOG_SCHEMA, ["days(started_at)"], {})
-
-    def append(n: int) -> None:
-        for i in range(n):  # one file each, as a cycle's one append per cycle does
-            spark.sql(f"INSERT INTO {log_table} (started_at, table_name, step, outcome) "
-                      f"VALUES (current_timestamp(), 't{i}', 'rewrite_hot_files', 'ok')")
-
-    append(4)
+    path, log_table = own_log(spark, kafka, lake, tmp_path, {"steps": ["rewrite_data_files"], "min_input_files": 5})
+    append_log_rows(spark, log_table, 4)
     _, records = run_cycle(spark, load_config(path), [])
     assert not [r for r in records if r.step == "rewrite_data_files"]  # 4 files < min_input_files: left alone
     files = spark.sql(f"SELECT count(*) FROM {log_table}.files").first()[0]
     assert files == 4  # and the cycle acted on nothing, so it logged nothing
 
-    append(2)
+    append_log_rows(spark, log_table, 2)
     _, records = run_cycle(spark, load_config(path), [])
     [rec] = [r for r in records if r.step == "rewrite_data_files"]
     assert (rec.table, rec.outcome) == (log_table, "ok")
