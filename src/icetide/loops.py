@@ -2,7 +2,8 @@
 debounce, overrun warning, stop signal.
 
 Invariants: ``tick`` runs at most every ``min_interval`` seconds and at least every ``interval``
-(sooner when :meth:`LoopService.wake` is called); ticks never overlap; an exception in ``tick`` is
+(sooner when :meth:`LoopService.wake` is called, or when a tick asked for the next one earlier with
+:meth:`LoopService.due_in`); ticks never overlap; an exception in ``tick`` is
 logged and counted, never raised into the caller; :meth:`LoopService.stop` returns once the running
 tick (if any) has finished, or after its timeout.
 """
@@ -33,6 +34,7 @@ class LoopService:
         self.failures = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._due: float | None = None  # monotonic time a tick asked the next one to run by
         self._thread: threading.Thread | None = None
 
     def tick(self) -> None:
@@ -41,6 +43,12 @@ class LoopService:
     def wake(self, *_: object) -> None:
         """Run the next tick now (still at least ``min_interval`` after the last one)."""
         self._wake.set()
+
+    def due_in(self, seconds: float) -> None:
+        """From inside :meth:`tick`: run the next tick within ``seconds`` (if sooner than ``interval``;
+        still at least ``min_interval`` after this one)."""
+        due = time.monotonic() + max(0.0, seconds)
+        self._due = due if self._due is None else min(self._due, due)
 
     def start(self) -> Self:
         self._thread = threading.Thread(target=self.run, name=f"icetide-{self.name}", daemon=True)
@@ -75,6 +83,8 @@ class LoopService:
         while not self._stop.is_set():
             if not first:
                 wait = self.interval if deadline is None else min(self.interval, deadline - time.monotonic())
+                if self._due is not None:
+                    wait = min(wait, self._due - time.monotonic())
                 self._wake.wait(None if math.isinf(wait) else max(0.0, wait))
             first = False
             if self._stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
@@ -83,6 +93,7 @@ class LoopService:
             if debounce > 0 and self._stop.wait(debounce):
                 break
             self._wake.clear()
+            self._due = None
             last = time.monotonic()
             try:
                 self.tick()

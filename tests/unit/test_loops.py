@@ -94,3 +94,32 @@ def test_maintenance_loop_checks_retention_hourly_not_every_cycle(tmp_path, monk
     m.retention_at -= maintenance_loop.RETENTION_EVERY_S
     m.tick()
     assert asked == [True, False, False, True]
+
+
+class Revisits(Recorder):
+    """Asks for the next tick 0.2 s after its first one, as a plan with a partition about to settle does."""
+
+    def tick(self) -> None:
+        super().tick()
+        if len(self.at) == 1:
+            self.due_in(0.2)
+
+
+def test_a_tick_can_ask_for_the_next_one_sooner_than_the_interval() -> None:
+    loop = Revisits(60, min_interval=0.1, run_first=True).start()
+    deadline = time.monotonic() + 5
+    while len(loop.at) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.5)
+    loop.stop(5)
+    assert len(loop.at) == 2, loop.at  # once: the second tick asked for nothing, so the 60 s interval holds
+    assert 0.15 <= loop.at[1] - loop.at[0] < 1.0, loop.at
+
+
+def test_due_in_never_runs_ticks_closer_than_min_interval() -> None:
+    loop = Revisits(60, min_interval=0.6, run_first=True).start()
+    deadline = time.monotonic() + 5
+    while len(loop.at) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    loop.stop(5)
+    assert len(loop.at) == 2 and loop.at[1] - loop.at[0] >= 0.6, loop.at

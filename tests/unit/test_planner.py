@@ -334,3 +334,39 @@ def test_manifests_are_rewritten_only_when_that_folds_them(manifests: int, manif
     else:
         assert steps == []
     assert any(s.startswith("rewrite_manifests:") for s in plan.skipped) == (manifests > 50 and not planned)
+
+
+@pytest.mark.parametrize(("settle", "settle_commits", "commits_since", "due_s"), [
+    (60, None, 1, 30),  # written 30 s ago: 60 s without a write comes 30 s from now
+    (60, 2, 1, 10),  # one more commit needed; one every 20 s, the last 10 s ago: sooner than the 60 s
+    (60, 2, 0, 10),  # two more needed: the last write was the last commit, 30 s ago
+    (None, 3, 1, 30),  # two more at 20 s apart after the one 10 s ago
+    (10, 2, 1, None),  # settled already: compacted in this very plan, nothing to look at again
+])
+def test_a_closing_partition_says_when_it_settles(settle: float | None, settle_commits: int | None,
+                                                  commits_since: int, due_s: int | None) -> None:
+    policy = MaintenancePolicy(hot_partition_quiet_seconds=900, closed_partition_settle_seconds=settle,
+                               closed_partition_settle_commits=settle_commits, min_input_files=5)
+    prev, cur = hour(10, "a", 30), hour(11, "b", 2)
+    written = NOW - 30_000
+    commits = [written - k * 20_000 for k in range(4, -1, -1)] + [written + (i + 1) * 20_000
+                                                                   for i in range(commits_since)]
+    plan = plan_table(table(prev, cur, snapshots=commits), HOUR_SPEC, policy, NOW)
+    if due_s is None:
+        assert plan.revisit_at_ms is None
+        assert [s.partitions for s in plan.steps if s.action == "rewrite_data_files"] == [[prev.partition]]
+    else:
+        assert plan.revisit_at_ms == NOW + due_s * 1000
+        assert prev.partition in hot_partitions([prev, cur], HOUR_SPEC, policy, NOW, commits)
+        assert plan.skipped[-1] == f"a closed time partition settles in ~{due_s}s: planned again then"
+
+
+def test_no_revisit_without_a_partition_about_to_close() -> None:
+    policy = MaintenancePolicy(hot_partition_quiet_seconds=900, closed_partition_settle_seconds=60, min_input_files=5)
+    assert plan_table(table(hour(11, "b", 2)), HOUR_SPEC, policy, NOW).revisit_at_ms is None  # only the newest hour
+    one = hour(10, "a", 30, files=1)  # one file: nothing to close
+    assert plan_table(table(one, hour(11, "b", 2)), HOUR_SPEC, policy, NOW).revisit_at_ms is None
+    spec = [PartitionField("kind", "identity", "kind")]  # no time field: nothing closes early
+    older = PartitionHealth('{"kind":"a"}', data_files=6, data_bytes=6 * 2**16, records=600, small_files=6,
+                            last_write_ms=NOW - 30_000, size_hist={16: 6})
+    assert plan_table(table(older), spec, policy, NOW).revisit_at_ms is None

@@ -22,6 +22,7 @@ rewritten at most once per tier while hot.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -68,6 +69,38 @@ def first_close(p: PartitionHealth, compacted_ms: dict[str, int]) -> bool:
 def fragmented(p: PartitionHealth, target_bytes: int) -> bool:
     """Two or more small files, and more files than its bytes need at the target size."""
     return p.small_files >= 2 and p.data_files > max(1, math.ceil(p.data_bytes / target_bytes))
+
+
+def closes_at(partitions: list[PartitionHealth], spec: list[PartitionField], policy: MaintenancePolicy,
+              now_ms: int, commit_times_ms: list[int], hot: set[str], compacted_ms: dict[str, int],
+              target_bytes: int) -> int | None:
+    """When the first hot partition that will close as it settles is expected to (epoch ms), or None.
+
+    Such a partition is older than the newest time partition and has enough files to close, but had a
+    write too recently. It settles ``closed_partition_settle_seconds`` after its last write, or after
+    ``closed_partition_settle_commits`` more commits, estimated from the median gap of the table's
+    last commits; whichever comes first. The maintenance loop looks again then instead of a whole
+    interval later."""
+    starts = {p.partition: time_start(spec, p.partition) for p in partitions}
+    newest = max((s for s in starts.values() if s is not None), default=None)
+    if newest is None:
+        return None
+    seconds, commits = policy.closed_partition_settle_seconds, policy.closed_partition_settle_commits
+    times = sorted(commit_times_ms)[-9:]
+    gaps = sorted(b - a for a, b in itertools.pairwise(times))
+    gap = gaps[len(gaps) // 2] if gaps else None
+    due: list[int] = []
+    for p in partitions:
+        s = starts[p.partition]
+        if (p.partition not in hot or s is None or s >= newest or p.last_write_ms is None
+                or not enough_to_close(p, policy, compacted_ms, target_bytes)):
+            continue
+        if seconds is not None:
+            due.append(p.last_write_ms + int(seconds * 1000))
+        if commits is not None and gap is not None and times:
+            needed = commits - commits_since(commit_times_ms, p.last_write_ms)
+            due.append(max(times[-1], p.last_write_ms) + max(1, needed) * gap)
+    return max(now_ms, min(due)) if due else None
 
 
 def settled(last_write_ms: int, policy: MaintenancePolicy, now_ms: int, commit_times_ms: list[int]) -> bool:

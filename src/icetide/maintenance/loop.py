@@ -3,9 +3,11 @@
 Inside ``icetide run`` the ingest notifies the loop after each commit; the loop waits at least
 ``maintenance.min_interval`` between cycles (so a burst of commits is one cycle) and at most
 ``maintenance.interval`` (so commits by other writers — Flink, Kafka Connect — are noticed by the
-cheap metadata polling every cycle starts with). Cycles run in the Spark scheduler pool
-``icetide_maintenance`` (FAIR scheduling), on their own thread; a failing cycle is logged and
-never reaches the stream. ``icetide maintain --watch`` runs the same loop in the foreground.
+cheap metadata polling every cycle starts with). When a plan says a closed time partition will settle
+before the next regular cycle (the stream moved on to a new hour a moment ago), the loop looks again
+then, so the hour is compacted within seconds of settling, not up to an interval later. Cycles run
+in the Spark scheduler pool ``icetide_maintenance`` (FAIR scheduling), on their own thread; a
+failing cycle is logged and never reaches the stream. ``icetide maintain --watch`` runs the same loop in the foreground.
 Retention of icetide's own logs cuts whole days, so the loop checks it once an hour, not every cycle.
 """
 
@@ -52,8 +54,12 @@ class MaintenanceLoop(LoopService):
     def tick(self) -> None:
         now = time.monotonic()
         retention = now - self.retention_at >= RETENTION_EVERY_S
-        _, records = run_cycle(self.spark, self.cfg, self.tables(), in_flight_since_ms=self.in_flight_since_ms,
-                               retention=retention)
+        plans, records = run_cycle(self.spark, self.cfg, self.tables(), in_flight_since_ms=self.in_flight_since_ms,
+                                   retention=retention)
+        revisit = min((p.revisit_at_ms for p in plans if p.revisit_at_ms is not None), default=None)
+        if revisit is not None:
+            # one second late, so the partition has settled when the next cycle plans
+            self.due_in(revisit / 1000 - time.time() + 1.0)
         if retention:
             self.retention_at = now
         self.last_records = records

@@ -26,7 +26,7 @@ from typing import Any
 from icetide.config.policy import MaintenancePolicy, StepName
 from icetide.health.model import PartitionHealth, TableHealth
 from icetide.maintenance import layout
-from icetide.maintenance.hot import commits_since, fragmented, hot_partitions, tier_merge
+from icetide.maintenance.hot import closes_at, commits_since, fragmented, hot_partitions, tier_merge
 from icetide.maintenance.partitions import PartitionField, where
 
 MAX_PARTITIONS_PER_STEP = 50
@@ -55,6 +55,7 @@ class TablePlan:
     steps: list[Step]
     skipped: list[str]
     queries: int = 0  # in maintenance.telemetry_window
+    revisit_at_ms: int | None = None  # a closing partition settles then: worth planning again (hot.closes_at)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -233,8 +234,11 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             f"~{h.manifests} → ~{after} manifests (faster planning)",
         ))
 
+    revisit = closes_at(h.partitions, spec, policy, now_ms, h.snapshot_times_ms, hot, compacted_ms or {}, target)
+    if revisit is not None:
+        skipped.append(f"a closed time partition settles in ~{(revisit - now_ms) / 1000:.0f}s: planned again then")
     return TablePlan(t, h.score, h.tier, priority(h, policy, last_maintained_ms, now_ms, queries), steps, skipped,
-                     queries)
+                     queries, revisit)
 
 
 def _rewrite_options(policy: MaintenancePolicy, target: int, min_input_files: int, expected: int,
