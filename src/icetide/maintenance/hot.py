@@ -5,7 +5,7 @@ A partition is hot while it was written within ``hot_partition_quiet_seconds``, 
 field) is older than the newest one written in the same table, and it has not been written for
 ``closed_partition_settle_seconds`` (or ``closed_partition_settle_commits`` commits to the table have
 landed since its last write) and holds at least ``min_input_files`` small files, or, the first
-time it closes (no full compaction of it is on record since its last write), at least two small
+time it closes (no full compaction of it in the action log's last day), at least two small
 files in more files than its bytes need. The stream has moved on to a newer hour or day; only late
 records still arrive there, so it is compacted fully (one file per target size) straight away
 instead of after the quiet time. Late records after that compaction make it hot again until
@@ -62,7 +62,8 @@ def enough_to_close(p: PartitionHealth, policy: MaintenancePolicy, compacted_ms:
 
 
 def first_close(p: PartitionHealth, compacted_ms: dict[str, int]) -> bool:
-    """No full compaction of the partition is on record since its last write began (a late re-open has one)."""
+    """No full compaction of the partition in the action log's last day: it has not closed before
+    (a late re-open has one; one closed more than a day ago counts as new, at worst one early rewrite)."""
     return p.partition not in compacted_ms
 
 

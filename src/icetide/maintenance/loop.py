@@ -7,7 +7,8 @@ cheap metadata polling every cycle starts with). When a plan says a closed time 
 before the next regular cycle (the stream moved on to a new hour a moment ago), the loop looks again
 then, so the hour is compacted within seconds of settling, not up to an interval later. Cycles run
 in the Spark scheduler pool ``icetide_maintenance`` (FAIR scheduling), on their own thread; a
-failing cycle is logged and never reaches the stream. ``icetide maintain --watch`` runs the same loop in the foreground.
+failing cycle is logged and never reaches the stream. ``icetide maintain --watch`` runs the same
+loop in the foreground.
 Retention of icetide's own logs cuts whole days, so the loop checks it once an hour, not every cycle.
 """
 
