@@ -22,19 +22,24 @@ CANARY = f"canary{uuid.uuid4().hex[:16]}"
 VAR = "${ICETIDE_TEST_CANARY}"
 
 
-def _ui_environment(port: int, timeout: float = 180) -> str:
-    """The Spark UI's environment page (JSON) of the running application on ``port``."""
+def _ui_environment(port: int, app_name: str, timeout: float = 180) -> str:
+    """The Spark UI's environment page (JSON) of the running application named ``app_name``, on
+    ``port`` or, when another process took that port first, one of the next 16 Spark tries."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/applications", timeout=2) as r:
-                app = json.load(r)[0]["id"]
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/applications/{app}/environment",
-                                        timeout=5) as r:
-                return r.read().decode()
-        except (OSError, IndexError, ValueError):
-            time.sleep(0.5)
-    raise AssertionError(f"no Spark UI on port {port}")
+        for p in range(port, port + 17):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{p}/api/v1/applications", timeout=1) as r:
+                    apps = [a["id"] for a in json.load(r) if a.get("name") == app_name]
+                if not apps:
+                    continue
+                with urllib.request.urlopen(f"http://127.0.0.1:{p}/api/v1/applications/{apps[0]}/environment",
+                                            timeout=5) as r:
+                    return r.read().decode()
+            except (OSError, IndexError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+        time.sleep(0.5)
+    raise AssertionError(f"no Spark UI of {app_name} on ports {port}-{port + 16}")
 
 
 def test_a_canary_secret_appears_in_no_output(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -70,7 +75,7 @@ def test_a_canary_secret_appears_in_no_output(kafka, spark, lake, tmp_path) -> N
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    outputs["spark ui environment"] = _ui_environment(ui_port)
+    outputs["spark ui environment"] = _ui_environment(ui_port, f"icetide-{cfg['name']}")
     assert proc.wait(400) == 0, log.read_text()[-3000:]
     outputs["icetide run"] = log.read_text(errors="replace")
     assert "written" in outputs["icetide run"]
