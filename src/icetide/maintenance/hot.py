@@ -44,12 +44,18 @@ def hot_partitions(partitions: list[PartitionHealth], spec: list[PartitionField]
     recent = [p for p in partitions if p.last_write_ms is not None and now_ms - p.last_write_ms < quiet]
     if not recent:
         return set()
-    starts: dict[str, datetime | None] = {p.partition: time_start(spec, p.partition) for p in partitions}
-    newest = max((s for s in starts.values() if s is not None), default=None)
+    behind = behind_newest(partitions, spec)
     return {p.partition for p in recent
-            if not (newest is not None and (s := starts[p.partition]) is not None and s < newest
+            if not (p.partition in behind
                     and settled(p.last_write_ms or now_ms, policy, now_ms, commit_times_ms or [])
                     and enough_to_close(p, policy, compacted_ms or {}, target_bytes))}
+
+
+def behind_newest(partitions: list[PartitionHealth], spec: list[PartitionField]) -> set[str]:
+    """Partitions whose time field is older than the newest one in the table: the ones that can close."""
+    starts: dict[str, datetime | None] = {p.partition: time_start(spec, p.partition) for p in partitions}
+    newest = max((s for s in starts.values() if s is not None), default=None)
+    return {k for k, s in starts.items() if newest is not None and s is not None and s < newest}
 
 
 def enough_to_close(p: PartitionHealth, policy: MaintenancePolicy, compacted_ms: dict[str, int],
@@ -82,9 +88,8 @@ def closes_at(partitions: list[PartitionHealth], spec: list[PartitionField], pol
     ``closed_partition_settle_commits`` more commits, estimated from the median gap of the table's
     last commits; whichever comes first. The maintenance loop looks again then instead of a whole
     interval later."""
-    starts = {p.partition: time_start(spec, p.partition) for p in partitions}
-    newest = max((s for s in starts.values() if s is not None), default=None)
-    if newest is None:
+    behind = behind_newest(partitions, spec)
+    if not behind:
         return None
     seconds, commits = policy.closed_partition_settle_seconds, policy.closed_partition_settle_commits
     times = sorted(commit_times_ms)[-9:]
@@ -92,8 +97,7 @@ def closes_at(partitions: list[PartitionHealth], spec: list[PartitionField], pol
     gap = gaps[len(gaps) // 2] if gaps else None
     due: list[int] = []
     for p in partitions:
-        s = starts[p.partition]
-        if (p.partition not in hot or s is None or s >= newest or p.last_write_ms is None
+        if (p.partition not in hot or p.partition not in behind or p.last_write_ms is None
                 or not enough_to_close(p, policy, compacted_ms, target_bytes)):
             continue
         if seconds is not None:
