@@ -27,6 +27,7 @@ QUIET = 45  # hot_partition_quiet_seconds
 INTERVAL = 60  # maintenance.interval
 MAX_INGEST_LATENCY = 15  # Kafka timestamp -> commit, bound for a 5 s trigger at this rate
 MIN_INPUT_FILES = 5
+SETTLE_COMMITS = 2  # closed_partition_settle_commits (the default)
 BASE = datetime(2026, 1, 1)
 
 
@@ -37,8 +38,8 @@ def test_soak_ingest_with_maintenance(kafka, spark, lake, tmp_path) -> None:  # 
         "in_run": True, "interval": f"{INTERVAL} seconds", "min_interval": "20 seconds",
         "log_table": "sk.maintenance",
         "policy": {"hot_partition_quiet_seconds": QUIET, "min_input_files": MIN_INPUT_FILES,
-                   "snapshots_trigger": 60, "snapshot_retain_last": 20, "snapshot_max_age_seconds": 60,
-                   "manifests_trigger": 40}},
+                   "closed_partition_settle_commits": SETTLE_COMMITS, "snapshots_trigger": 60,
+                   "snapshot_retain_last": 20, "snapshot_max_age_seconds": 60, "manifests_trigger": 40}},
         health={"namespaces": ["sk"], "history_table": "sk.health"})
     cfg["target"]["partition_by"] = ["hours(event_time)"]
     cfg["stream"]["trigger_interval"] = "5 seconds"
@@ -68,19 +69,31 @@ def test_soak_ingest_with_maintenance(kafka, spark, lake, tmp_path) -> None:  # 
     assert len(got) == len(set(got)) == len(ids) and set(got) == set(ids)
     assert "query failed" not in text and "restarting after" not in text
 
-    # maintenance ran, and never rewrote a partition within its quiet time
+    # maintenance ran, and rewrote a partition fully only once it was quiet, or once it was closed: the
+    # stream had moved on to a newer hour and SETTLE_COMMITS more of its batches had committed since
     actions = spark.sql("SELECT started_at, step, outcome, arguments FROM icetide.sk.maintenance "
                         f"WHERE table_name = '{fq}'").collect()
     rewrites = [a for a in actions if a["step"] == "rewrite_data_files" and a["outcome"] == "ok"]
     assert len(rewrites) >= max(1, int(SOAK_SECONDS // 60) - 4), [(a["step"], a["outcome"]) for a in actions]
     assert not [a for a in actions if a["outcome"] == "failed"]
-    newest = {r["h"]: r["ts"] for r in spark.sql(
-        f"SELECT date_trunc('HOUR', event_time) h, max(_kafka_timestamp) ts FROM {fq} GROUP BY 1").collect()}
+    written = {r["h"]: (r["first"], r["last"]) for r in spark.sql(
+        f"SELECT date_trunc('HOUR', event_time) h, min(_kafka_timestamp) first, max(_kafka_timestamp) last "
+        f"FROM {fq} GROUP BY 1").collect()}
+    # a batch's offsets are written before it commits, and after every record it reads was produced
+    batches = [f.stat().st_mtime for f in (tmp_path / "checkpoint" / "offsets").iterdir() if f.name.isdigit()]
+    early = 0
     for a in rewrites:
-        where = json.loads(a["arguments"])["args"]["where"]
+        where, began = json.loads(a["arguments"])["args"]["where"], a["started_at"]
         for start in re.findall(r"event_time >= TIMESTAMP '([^']+)'", where):
-            last = newest[datetime.fromisoformat(start)]
-            assert (a["started_at"] - last).total_seconds() >= QUIET - MAX_INGEST_LATENCY, (start, a["started_at"])
+            hour = datetime.fromisoformat(start)
+            last = written[hour][1]
+            if (began - last).total_seconds() >= QUIET - MAX_INGEST_LATENCY:
+                continue
+            early += 1
+            assert any(h > hour and first < began for h, (first, _) in written.items()), (start, began, written)
+            since = sum(1 for t in batches if last.timestamp() < t < began.timestamp())
+            assert since >= 1 + SETTLE_COMMITS, (start, began, last, since)  # its last batch, then the settle ones
+    print(f"{len(rewrites)} full rewrites, {early} of a closed hour before its quiet time")
 
     # cold partitions compacted below the policy bound; hot ones bounded; snapshots bounded
     files = {r["h"]: r["n"] for r in spark.sql(

@@ -26,10 +26,13 @@ def part(day: str, hist: dict[int, int], written_s_ago: float, **kw: int) -> Par
                            size_hist=hist, **kw)
 
 
-def table(*parts: PartitionHealth, snapshots: list[int] | None = None, target: int = 128 * MiB) -> TableHealth:
+def table(*parts: PartitionHealth, snapshots: list[int] | None = None, target: int = 128 * MiB,
+          compactions: tuple[int, ...] = ()) -> TableHealth:
+    """``snapshots``: the writes' commit times; ``compactions``: times of ``replace`` snapshots besides."""
     times = snapshots or [NOW - 1000]
-    return TableHealth("cat.ns.t", NOW, target, int(target * 0.75), list(parts), snapshots=len(times),
-                       snapshot_times_ms=times)
+    return TableHealth("cat.ns.t", NOW, target, int(target * 0.75), list(parts),
+                       snapshots=len(times) + len(compactions), snapshot_times_ms=sorted([*times, *compactions]),
+                       write_times_ms=times)
 
 
 @pytest.mark.parametrize(("bucket", "fanout", "tier"), [
@@ -142,6 +145,20 @@ def test_a_time_partition_the_stream_moved_past_is_compacted_fully_once_settled(
         assert full == []
     assert hot_partitions([prev, cur], HOUR_SPEC, policy, NOW, commits, compacted, 128 * MiB) == (
         {cur.partition} if closed else {prev.partition, cur.partition})
+
+
+def test_compactions_do_not_count_as_commits_elsewhere() -> None:
+    """Only the stream's commits say it moved on: a compaction of another partition is not one."""
+    policy = MaintenancePolicy(hot_partition_quiet_seconds=900, closed_partition_settle_seconds=60,
+                               closed_partition_settle_commits=2, min_input_files=5)
+    prev, cur = hour(10, "a", 30, 6), hour(11, "b", 2)
+    written = int(NOW - 30_000)
+    compactions = (written + 1, written + 2, written + 3)
+    for writes_after, closed in ((1, False), (2, True)):
+        commits = [written - 5000, written, *(written + 10 + i for i in range(writes_after))]
+        plan = plan_table(table(prev, cur, snapshots=commits, compactions=compactions), HOUR_SPEC, policy, NOW)
+        full = [s.partitions for s in plan.steps if s.action == "rewrite_data_files"]
+        assert full == ([[prev.partition]] if closed else []), (writes_after, full)
 
 
 def test_without_a_time_field_no_partition_is_closed_early() -> None:

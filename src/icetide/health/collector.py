@@ -50,6 +50,7 @@ def collect(reader: MetaReader, table: str, thresholds: HealthThresholds | None 
         table=f"{reader.catalog}.{table}", collected_at_ms=now_ms, target_file_bytes=target, small_file_bytes=small,
         partitions=sorted(parts.values(), key=lambda p: p.partition),
         snapshots=len(snaps), snapshot_times_ms=commit_times,
+        write_times_ms=sorted(s.committed_at_ms for s in snaps if s.writes),
         commits_last_hour=sum(1 for t in commit_times if now_ms - t <= 3_600_000),
         commits_per_hour_24h=round(sum(1 for t in commit_times if now_ms - t <= 86_400_000) / 24, 3),
         last_commit_ms=last_commit,

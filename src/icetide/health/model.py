@@ -70,6 +70,8 @@ class TableHealth:
     reasons: list[str] = field(default_factory=list)
     # commit time of every snapshot still in the metadata, oldest first (not in summaries)
     snapshot_times_ms: list[int] = field(default_factory=list, repr=False)
+    # the same for snapshots that wrote data or deletes (not compactions): the stream's commits
+    write_times_ms: list[int] = field(default_factory=list, repr=False)
 
     def total(self, attr: str) -> int:
         return sum(int(getattr(p, attr)) for p in self.partitions)
@@ -112,7 +114,7 @@ class TableHealth:
 
     def summary(self) -> dict[str, Any]:
         """Table-level figures (no partition list) for JSON output, history and metrics."""
-        d = {k: v for k, v in asdict(self).items() if k not in ("partitions", "snapshot_times_ms")}
+        d = {k: v for k, v in asdict(self).items() if k not in ("partitions", "snapshot_times_ms", "write_times_ms")}
         d.update(data_files=self.data_files, data_bytes=self.data_bytes, records=self.records,
                  small_files=self.small_files, delete_files=self.delete_files,
                  deleted_records=self.deleted_records, delete_ratio=round(self.delete_ratio, 6),

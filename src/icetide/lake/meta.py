@@ -36,9 +36,15 @@ FILE_COLUMNS = ("partition", "content", "file_size_in_bytes", "record_count")
 class Snapshot:
     snapshot_id: int
     committed_at_ms: int
+    #: as in the metadata JSON: ``operation`` (append, overwrite, delete, replace) and the writer's keys
     summary: dict[str, str]
     #: 0 for the current snapshot, 1 for its parent, …; None when not an ancestor of the current one
     ancestry: int | None
+
+    @property
+    def writes(self) -> bool:
+        """New data or deletes; False for a ``replace`` (a compaction only rewrites what is there)."""
+        return self.summary.get("operation") != "replace"
 
 
 @dataclass(frozen=True)

@@ -165,4 +165,8 @@ class PyIcebergMeta:
 
 
 def _summary(s: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in (s.summary.additional_properties if s.summary else {}).items()}
+    """The snapshot summary as Iceberg's metadata JSON spells it, ``operation`` included."""
+    if not s.summary:
+        return {}
+    return {"operation": str(s.summary.operation.value),
+            **{str(k): str(v) for k, v in s.summary.additional_properties.items()}}

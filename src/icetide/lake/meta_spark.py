@@ -81,7 +81,7 @@ class SparkMeta:
 
     def snapshots(self, table: str) -> list[Snapshot]:
         rows = self.spark.sql(
-            f"SELECT s.snapshot_id, CAST(unix_millis(s.committed_at) AS BIGINT) AS ts, s.summary, "
+            f"SELECT s.snapshot_id, CAST(unix_millis(s.committed_at) AS BIGINT) AS ts, s.summary, s.operation, "
             f"h.is_current_ancestor AS anc, h.made_current_at AS made FROM {self.q(table)}.snapshots s "
             f"LEFT JOIN {self.q(table)}.history h ON s.snapshot_id = h.snapshot_id").collect()
         made: dict[int, Any] = {}  # a snapshot made current twice (a rollback to it) has two history rows
@@ -90,7 +90,8 @@ class SparkMeta:
                 made[r["snapshot_id"]] = r["made"]
         rank = {sid: i for i, sid in enumerate(sorted(made, key=lambda sid: made[sid], reverse=True))}
         once = {r["snapshot_id"]: r for r in rows}
-        return [Snapshot(int(sid), int(r["ts"]), dict(r["summary"] or {}), rank.get(sid)) for sid, r in once.items()]
+        return [Snapshot(int(sid), int(r["ts"]), {"operation": r["operation"], **(r["summary"] or {})}, rank.get(sid))
+                for sid, r in once.items()]
 
     def manifests(self, table: str) -> Manifests:
         m = self.spark.sql(f"""

@@ -93,7 +93,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
     t, cap, keep = h.table, policy.snapshot_max_count, policy.snapshot_retain_last
     target = policy.target_file_size_bytes or h.target_file_bytes
     trigger, floor = min(policy.snapshots_trigger, cap or policy.snapshots_trigger), "the age floor"
-    hot = hot_partitions(h.partitions, spec, policy, now_ms, h.snapshot_times_ms, compacted_ms or {}, target)
+    hot = hot_partitions(h.partitions, spec, policy, now_ms, h.write_times_ms, compacted_ms or {}, target)
 
     if StepName.EXPIRE_SNAPSHOTS in policy.steps and h.snapshots > trigger:
         older = now_ms - policy.snapshot_max_age_seconds * 1000
@@ -142,7 +142,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             continue
         why = []
         if p.last_write_ms is not None and now_ms - p.last_write_ms < policy.hot_partition_quiet_seconds * 1000:
-            since = commits_since(h.snapshot_times_ms, p.last_write_ms)
+            since = commits_since(h.write_times_ms, p.last_write_ms)
             why.append(f"closed (a newer time partition is being written; none here for "
                        f"{(now_ms - p.last_write_ms) / 1000:.0f}s, {since} commit(s))")
         if p.small_files >= policy.min_input_files:
@@ -234,7 +234,7 @@ def plan_table(h: TableHealth, spec: list[PartitionField], policy: MaintenancePo
             f"~{h.manifests} → ~{after} manifests (faster planning)",
         ))
 
-    revisit = closes_at(h.partitions, spec, policy, now_ms, h.snapshot_times_ms, hot, compacted_ms or {}, target)
+    revisit = closes_at(h.partitions, spec, policy, now_ms, h.write_times_ms, hot, compacted_ms or {}, target)
     if revisit is not None:
         skipped.append(f"a closed time partition settles in ~{(revisit - now_ms) / 1000:.0f}s: planned again then")
     return TablePlan(t, h.score, h.tier, priority(h, policy, last_maintained_ms, now_ms, queries), steps, skipped,
