@@ -99,8 +99,9 @@ class MaintenancePolicy(BaseModel):
     )
     closed_partition_settle_commits: int | None = Field(
         default=2, ge=1,
-        description="... or once this many commits to the table have landed since its last write (the stream's "
-        "batches went elsewhere: with a 10 s trigger, an hour closes ~20 s after its last write instead of 60 s); "
+        description="... or once this many writes to the table (commits that add data or deletes; compactions do "
+        "not count) have landed since its last write (the stream's batches went elsewhere: with a 10 s trigger, "
+        "an hour closes ~20 s after its last write instead of 60 s); "
         "null: only closed_partition_settle_seconds counts",
     )
     tier_fanout: int = Field(

@@ -3,8 +3,8 @@
 A partition is hot while it was written within ``hot_partition_quiet_seconds``, unless it is a
 *closed* time partition: its time field (the spec's first ``years``/``months``/``days``/``hours``
 field) is older than the newest one written in the same table, and it has not been written for
-``closed_partition_settle_seconds`` (or ``closed_partition_settle_commits`` commits to the table have
-landed since its last write) and holds at least ``min_input_files`` small files, or, the first
+``closed_partition_settle_seconds`` (or ``closed_partition_settle_commits`` writes to the table, not
+compactions, have landed since its last write) and holds at least ``min_input_files`` small files, or, the first
 time it closes (no full compaction of it in the action log's last day), at least two small
 files in more files than its bytes need. The stream has moved on to a newer hour or day; only late
 records still arrive there, so it is compacted fully (one file per target size) straight away
