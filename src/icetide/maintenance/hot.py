@@ -6,13 +6,13 @@ field) is older than the newest one written in the same table, and it has not be
 ``closed_partition_settle_seconds`` (or ``closed_partition_settle_commits`` writes to the table,
 not compactions, have landed since its last write) and holds at least ``min_input_files`` small
 files, or, the first time it closes (no full compaction of it in the action log's last day), at
-least two small files in more files than its bytes need. The stream has moved on to a newer hour or day; only late
-records still arrive there, so it is compacted fully (one file per target size) straight away
-instead of after the quiet time. Late records after that compaction make it hot again until
-``min_input_files`` small files have gathered, so a trickle of late data costs one rewrite per that
-many files, not one per file; a partition whose hot merges left fewer small files than that closes
-all the same. A record from far in the future only makes partitions without a write for the
-settle time count as closed: an earlier compaction, no more.
+least two small files in more files than its bytes need. The stream has moved on to a newer hour
+or day; only late records still arrive there, so it is compacted fully (one file per target size)
+straight away instead of after the quiet time. Late records after that compaction make it hot
+again until ``min_input_files`` small files have gathered, so a trickle of late data costs one
+rewrite per that many files, not one per file; a partition whose hot merges left fewer small
+files than that closes all the same. A record from far in the future only makes partitions
+without a write for the settle time count as closed: an earlier compaction, no more.
 
 Hot partitions get tiered minor compaction: data files fall in size tiers a factor ``tier_fanout``
 apart, below half the target size; once a tier holds ``tier_fanout`` files, that tier and every
