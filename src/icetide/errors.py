@@ -33,6 +33,10 @@ class CheckpointMismatchError(IcetideError):
     """The streaming checkpoint and the offsets recorded in the tables disagree."""
 
 
+class DataLossError(IcetideError):
+    """Kafka no longer holds records the pipeline had not read, and ``source.on_data_loss`` is ``stop``."""
+
+
 class TransientError(IcetideError):
     """A failure that may succeed when retried (commit conflicts, broker hiccups)."""
 
@@ -48,6 +52,17 @@ class FencedError(TransientError):
 
     Nothing of the batch was committed to that table. The run stands by (see
     :mod:`icetide.app.runner`) instead of racing the other writer."""
+
+
+#: Text a batch's failure carries when it came from handling the batch's records rather than from the
+#: configuration: the runner restarts (within its budget) instead of stopping at once.
+BATCH_MARKER = "icetide-batch-failed:"
+
+
+class BatchFailedError(TransientError):
+    """Handling one batch's records failed for a reason that is not a configuration mistake (a
+    Spark analysis or write error a record's name or value provoked, an engine bug). Transient: the
+    batch replays, and the restart budget stops a run that fails the same way every time."""
 
 
 def is_fenced(exc: BaseException) -> bool:

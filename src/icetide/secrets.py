@@ -84,6 +84,13 @@ def scrub(text: str) -> str:
     return _USERINFO_RE.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{MASK}@", text)
 
 
+def error_line(e: BaseException, limit: int = 1000) -> str:
+    """The first line of an error's text, scrubbed and cut to ``limit``: what icetide stores in its
+    own tables (the maintenance log) and shows in one-line messages."""
+    text = str(e).strip()
+    return scrub(text.splitlines()[0] if text else type(e).__name__)[:limit]
+
+
 def safe_url(url: str | None) -> str:
     """A URL fit for display: scheme and host only when it has a path, query or user info."""
     if not url:

@@ -243,7 +243,7 @@ def test_orphan_cleanup_removes_leftovers_keeps_in_flight_and_referenced(  # typ
     _, records = run_cycle(spark, cfg)
     assert records[0].outcome == "ok" and records[0].files_in == 0
     assert all(Path(f).exists() for f in leftovers)
-    inflight.clear(io, "other-process")
+    inflight.clear(io, "other-process", "run1")
     # a writer of the previous version, whose marker sits in metadata/, is protected the same way
     legacy = Path(io.location.removeprefix("file:")) / "metadata" / "icetide-inflight-old-version.json"
     legacy.write_text(json.dumps({"pipeline": "old-version", "run": "r0",
@@ -254,7 +254,7 @@ def test_orphan_cleanup_removes_leftovers_keeps_in_flight_and_referenced(  # typ
     legacy.unlink()
     # a crashed writer's marker (older than the stale limit) protects nothing and is never deleted
     inflight.mark(io, "crashed", "run0", int(time.time() * 1000) - inflight.STALE_AFTER_MS - 1)
-    marker = Path(inflight.marker_path(io.location, "crashed").removeprefix("file:"))
+    marker = Path(inflight.marker_path(io.location, "crashed", "run0").removeprefix("file:"))
     os.utime(marker, (three_hours_ago, three_hours_ago))
 
     _, records = run_cycle(spark, cfg)

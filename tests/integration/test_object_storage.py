@@ -110,7 +110,7 @@ def _maintenance_keeps_in_flight_files(spark, cfg: Path, ns: str, ids: dict[str,
     now = int(time.time() * 1000) + 1_000  # every unreferenced file is old enough, but for the marker
     kept = remove_orphans(spark, table, older_than_ms=now, dry_run=False)
     assert io.size(orphan) is not None and io.size(pending) is not None, kept
-    inflight.clear(io, "other-writer")
+    inflight.clear(io, "other-writer", "run1")
     deleted = remove_orphans(spark, table, older_than_ms=int(time.time() * 1000) + 1_000, dry_run=False)
     assert orphan in deleted and pending in deleted
     assert io.size(orphan) is None and io.size(pending) is None

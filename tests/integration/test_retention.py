@@ -115,7 +115,29 @@ def test_tombstones_are_trimmed_past_the_cdc_horizon_only(spark, kafka, lake, tm
               f"(2, 6, current_timestamp() - INTERVAL 8 DAYS), (3, 7, current_timestamp() - INTERVAL 2 DAYS)")
     _, records = run_cycle(spark, cfg, [f"{ns}.accounts_tombstones"])
     assert [(r.table, r.step, r.outcome) for r in records if r.step == "expire_rows"] == [(tomb, "expire_rows", "ok")]
-    assert [r[0] for r in spark.sql(f"SELECT id FROM {tomb}").collect()] == [3]
+    # the stream's time is its newest delete (2 days ago): the horizon reaches back 9 days from now
+    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM {tomb}").collect()) == [2, 3]
+
+
+def test_item4_tombstone_horizon_runs_on_stream_time_not_the_wall_clock(  # type: ignore[no-untyped-def]
+        spark, kafka, lake, tmp_path) -> None:
+    """#31 item 4: a pipeline catching up on a backlog a year old keeps its tombstones: only those
+    older than the horizon before the newest delete it applied go (a wall clock would drop all)."""
+    ns = unique("rtb")
+    path = tmp_path / "t.yaml"
+    raw = pipeline_dict(kafka, lake, tmp_path, "unused", f"{ns}.accounts",
+                        health={"namespaces": [ns], "history_table": f"{ns}.health"},
+                        maintenance={"log_table": f"{ns}.maintenance", "policy": {"steps": ["expire_snapshots"]}})
+    raw["target"] = {"table": f"{ns}.accounts", "schema": "id BIGINT, name STRING",
+                     "cdc": {"primary_key": ["id"], "ordering": "version", "tombstone_horizon": "7 days"}}
+    path.write_text(yaml.safe_dump(raw))
+    tomb = f"icetide.{ns}.accounts_tombstones"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS icetide.{ns}")
+    spark.sql(f"CREATE TABLE {tomb} (id BIGINT, _cdc_ordering BIGINT, _deleted_at TIMESTAMP) USING iceberg")
+    spark.sql(f"INSERT INTO {tomb} VALUES (1, 5, TIMESTAMP '2025-01-01 10:00:00'), "
+              f"(2, 6, TIMESTAMP '2025-01-20 10:00:00'), (3, 7, TIMESTAMP '2025-01-25 10:00:00')")
+    run_cycle(spark, load_config(path), [f"{ns}.accounts_tombstones"])
+    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM {tomb}").collect()) == [2, 3]
 
 
 def test_a_cycle_compacts_the_small_files_of_the_log_it_appends_to(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -23,8 +23,8 @@ def test_unknown_key(tmp_path: Path) -> None:
     data = {**BASE, "source": {**BASE["source"], "bootstrap_server": "x:1"}}
     assert errors_for(tmp_path, data) == (
         "p.yaml: unknown key 'source.bootstrap_server' (allowed: bootstrap_servers, max_depth, max_fields, "
-        "max_offsets_per_trigger, max_value_bytes, min_partitions, options, records_per_task, starting_offsets, "
-        "topic_pattern, topics)"
+        "max_offsets_per_trigger, max_value_bytes, min_partitions, on_data_loss, options, records_per_task, "
+        "starting_offsets, topic_pattern, topics)"
     )
 
 

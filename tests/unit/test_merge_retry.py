@@ -42,3 +42,14 @@ def test_other_errors_are_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_retries_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(RuntimeError, match="Missing required files"):
         run(monkeypatch, [RuntimeError(CONFLICT)] * 4, retries=3)
+
+
+def test_item2_a_fenced_merge_is_refused_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#31 item 2: the fence's refusal is final for the batch (the run stands by); only commit
+    conflicts are retried."""
+    from icetide.errors import FencedError
+
+    with pytest.raises(FencedError):
+        run(monkeypatch, [FencedError("icetide-fence: pipeline p expected run a batch 3, found run b batch 9")])
+    with pytest.raises(RuntimeError, match="icetide-fence"):
+        run(monkeypatch, [RuntimeError("ValidationException: icetide-fence: pipeline p expected ...")])

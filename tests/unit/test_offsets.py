@@ -119,3 +119,15 @@ def test_the_mirror_before_expiry_folds_only_current_ancestors_and_skips_what_is
 
     meta["properties"] = {PROPERTY_PREFIX + "p": property_value(needed["p"])}
     assert mirrors_needed(meta["properties"], snapshots_of(meta)) == {}  # already mirrored: no commit
+
+
+def test_item9_lost_ranges_are_the_part_of_a_batch_kafka_no_longer_holds() -> None:
+    from icetide.ingest.source import describe_lost, lost_ranges
+
+    ranges = BatchRanges({("t", 0): (100, 200), ("t", 1): (50, 60), ("t", 2): (10, 10), ("u", 0): (0, 5)})
+    low = {("t", 0): 150, ("t", 1): 80, ("t", 2): 99, ("u", 0): 0}
+    lost = lost_ranges(ranges, low)
+    # partition 1 lost its whole range (and more that no batch planned); an empty range loses nothing
+    assert lost == {("t", 0): (100, 150), ("t", 1): (50, 60)}
+    assert describe_lost(lost) == "t[0] offsets 100-149 (50 records), t[1] offsets 50-59 (10 records)"
+    assert lost_ranges(ranges, {}) == {}

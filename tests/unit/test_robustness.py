@@ -4,7 +4,7 @@ fault-injection switch, and evolution's naming rules (case, reserved prefixes)."
 from __future__ import annotations
 
 import pytest
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from icetide import faults
 from icetide.ingest.evolution import diff
@@ -123,3 +123,33 @@ def test_a_column_type_follows_most_values_not_one_outlier() -> None:
     assert _majority(present=2, numbers=1, integers=1, booleans=0) is None  # half is not most
     assert _majority(present=6, numbers=2, integers=1, booleans=2) is None  # no kind is a majority
     assert _majority(present=1, numbers=1, integers=1, booleans=0) is None
+
+
+def test_item8_a_batch_failure_is_never_terminal_unless_it_is_configuration() -> None:
+    """#31 item 8: an AnalysisException provoked by a batch's records (a routed name colliding with
+    an alias, say) is marked by the sink and restarted within the budget; a ConfigError stops."""
+    from icetide.app.runner import _terminal
+    from icetide.errors import BATCH_MARKER
+
+    spark_text = ("StreamingQueryException: [FOREACH_BATCH_USER_FUNCTION_ERROR] ... BatchFailedError: "
+                  f"{BATCH_MARKER} batch 4: [AMBIGUOUS_REFERENCE] AnalysisException: Reference `x`.`id` is ambiguous")
+    assert not _terminal(RuntimeError(spark_text))
+    assert _terminal(RuntimeError("pyspark.errors.exceptions.captured.AnalysisException: [TABLE_OR_VIEW_NOT_FOUND]"))
+    assert _terminal(RuntimeError(f"{BATCH_MARKER} ... icetide.errors.ConfigError: target.schema: not a valid"))
+
+
+def test_item13_case_clashes_across_records_are_refused_at_any_depth_in_a_new_field() -> None:
+    """#31 item 13: {"meta":{"A":1}} and {"meta":{"a":2}} in one batch infer meta struct<A, a>; the new
+    column keeps one spelling (lower case first) at every depth, also inside lists and deeper structs."""
+    inner = StructType([StructField("X", LongType(), True), StructField("x", LongType(), True)])
+    meta = StructType([StructField("A", LongType(), True), StructField("a", LongType(), True),
+                       StructField("deep", inner, True)])
+    seen = StructType([StructField("meta", meta, True),
+                       StructField("items", ArrayType(StructType([StructField("K", LongType(), True),
+                                                                  StructField("k", LongType(), True)])), True)])
+    evo = diff(StructType([]), seen, 100)
+    added = dict((p.name, t) for p, t in evo.added)
+    assert added["meta"].simpleString() == "struct<a:bigint,deep:struct<x:bigint>>"
+    assert added["items"].simpleString() == "array<struct<k:bigint>>"
+    assert sorted((p.name, c) for p, c in evo.rejected) == [
+        ("items.element.K", "ambiguous_field"), ("meta.A", "ambiguous_field"), ("meta.deep.X", "ambiguous_field")]

@@ -96,3 +96,23 @@ def test_secret_looking_environment_variables_are_registered() -> None:
     secrets.register_environment({"AWS_SECRET_ACCESS_KEY": f"{CANARY}-aws", "HOME": "/root",
                                   "DB_PASSWORD": "pw-123456"})
     assert secrets.scrub(f"{CANARY}-aws pw-123456 /root") == "*** *** /root"
+
+
+def test_item14_secrets_in_the_maintenance_log_are_scrubbed() -> None:
+    """#31 item 14: a procedure's error (and its result) that quotes a credential reaches the action
+    log table masked, whichever path recorded it (a plan's step, retention's housekeeping)."""
+    from icetide.config.policy import StepName
+    from icetide.maintenance.executor import ActionRecord, log_rows
+    from icetide.maintenance.planner import Step
+
+    secrets.register(f"{CANARY}-s3")
+    err = RuntimeError(f"S3 403 for s3://bucket/t?X-Amz-Credential={CANARY}-s3 via http://u:{CANARY}-pw@proxy:3128\n"
+                       "second line")
+    line = secrets.error_line(err)
+    assert CANARY not in line and "second line" not in line and "S3 403" in line
+    rec = ActionRecord("icetide.db.t", StepName.EXPIRE_SNAPSHOTS, "failed", 0, error=f"raw {CANARY}-s3",
+                       result=[{"echo": f"key={CANARY}-s3"}])
+    step = Step("icetide.db.t", StepName.EXPIRE_SNAPSHOTS, f"reason {CANARY}-s3", {}, "x")
+    (row,) = log_rows([(step, rec)])
+    assert all(CANARY not in str(v) for v in row.values()), row
+    assert "raw" in row["error"] and "echo" in row["result"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from icetide.catalog import check_reachable
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
-from icetide.errors import FENCE_MARKER, CheckpointMismatchError, FencedError, IcetideError, is_fenced
+from icetide.errors import BATCH_MARKER, FENCE_MARKER, CheckpointMismatchError, FencedError, IcetideError, is_fenced
 from icetide.ingest import source
 from icetide.ingest.batch_log import PipelineCounters
 from icetide.ingest.sink import BatchWriter
@@ -43,8 +43,11 @@ class RunSummary:
 
     def describe(self) -> str:
         c = self.counters
+        lost = (f"; {c.lost_records} records deleted by Kafka before they were read "
+                f"({', '.join(f'{tp} {a}-{b - 1}' for tp, gs in sorted(c.gaps.items()) for a, b in gs)})"
+                if c.lost_records else "")
         return (f"{c.batches} batches, {c.records} records, {c.written} written, "
-                f"{c.dead_letters} dead-lettered")
+                f"{c.dead_letters} dead-lettered{lost}")
 
 
 def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
@@ -283,8 +286,12 @@ def _spark_kafka_metrics_npe(e: BaseException) -> bool:
 
 
 def _terminal(e: BaseException) -> bool:
+    """Whether restarting cannot help. A failure of handling a batch's records (marked by the sink,
+    :data:`~icetide.errors.BATCH_MARKER`) never is: only configuration and the source can be."""
     text = str(e)
-    markers = ("AnalysisException", "ConfigError", "IdentifierError", "SCHEMA", "Cannot write",
+    if BATCH_MARKER in text and "ConfigError" not in text:
+        return False
+    markers = ("DataLossError", "AnalysisException", "ConfigError", "IdentifierError", "SCHEMA", "Cannot write",
                "OffsetOutOfRange", "data loss", "IllegalArgumentException")
     return any(m in text for m in markers)
 

@@ -23,6 +23,12 @@ class KafkaSource(Strict):
     starting_offsets: Literal["earliest", "latest"] = Field(
         default="earliest", description="Where a new pipeline (no checkpoint, no table offsets) starts"
     )
+    on_data_loss: Literal["continue", "stop"] = Field(
+        default="continue",
+        description="When Kafka deleted records the pipeline had not read yet (retention ran while it "
+        "was down): continue from the oldest records still there and report the gap per partition, "
+        "or stop with the partitions and lost ranges named",
+    )
     max_offsets_per_trigger: int | None = Field(
         default=1_000_000, gt=0, description="Upper bound of records per micro-batch"
     )

@@ -55,13 +55,15 @@ class BatchResult:
     inferred: list[str] = field(default_factory=list)  # tables whose records' schema was inferred
     #: Kafka tombstones (null values) on CDC tables: Debezium's marker after a delete, skipped.
     tombstones_skipped: int = 0
+    #: Records Kafka deleted before the batch read them (source.on_data_loss: continue): "topic[p]" → [from, to)
+    lost: dict[str, list[int]] = field(default_factory=dict)
 
     def as_event(self, pipeline: str) -> dict[str, object]:
         return {"event": "batch", "pipeline": pipeline, "batch": self.batch, "records": self.records,
                 "written": self.written, "dead_letters": self.dead_letters,
                 "dead_letter_classes": self.dead_letter_classes, "created": self.created,
                 "evolved": self.evolved, "inferred": self.inferred, "skipped_replayed": self.skipped,
-                "tombstones_skipped": self.tombstones_skipped, "seconds": round(self.seconds, 3),
+                "tombstones_skipped": self.tombstones_skipped, "lost": self.lost, "seconds": round(self.seconds, 3),
                 "timings": self.timings}
 
 
@@ -74,6 +76,9 @@ class PipelineCounters:
     written: int = 0
     dead_letters: int = 0
     tombstones_skipped: int = 0
+    #: Records Kafka deleted before the pipeline read them, and the gaps: "topic[p]" → [[from, to), ...]
+    lost_records: int = 0
+    gaps: dict[str, list[list[int]]] = field(default_factory=dict)
     last: BatchResult | None = None
     per_table: dict[str, int] = field(default_factory=dict)
 
@@ -83,6 +88,9 @@ class PipelineCounters:
         self.written += sum(v for k, v in r.written.items())
         self.dead_letters += r.dead_letters
         self.tombstones_skipped += r.tombstones_skipped
+        for tp, (a, b) in r.lost.items():
+            self.lost_records += b - a
+            self.gaps.setdefault(tp, []).append([a, b])
         for k, v in r.written.items():
             self.per_table[k] = self.per_table.get(k, 0) + v
         self.last = r

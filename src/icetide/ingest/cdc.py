@@ -2,30 +2,49 @@
 
 Per batch and table: the change records are unwrapped (plain rows with an operation field, or the
 Debezium envelope), bad changes become dead letters (``unknown_operation``, ``missing_key``,
-``missing_ordering``), the newest change per key wins (by the ordering field, then Kafka
-position), and one ``MERGE`` applies them:
+``missing_ordering``), and one ``MERGE`` applies the newest change per key.
 
-- delete: when the table's row is not newer than the delete;
+One rule everywhere (within a batch, against the table, against the tombstones): the newest change
+is the one with the greatest (ordering, Kafka position), position = (offset, partition). So a tie
+on the ordering value (``ts_ms`` repeated within a millisecond) goes to the later record whether or
+not a batch boundary falls between the two, and a replay of the same change is a no-op.
+
+- delete: when the delete is newer than the table's row;
 - insert/update/read: insert when absent, update only when the change is newer than the row.
 
-The row's ordering value is kept in ``_cdc_ordering``, so an old change delivered late or replayed
-never overwrites a newer one. Deleted keys keep their ordering in ``<table>_tombstones`` so an old
-change arriving after a delete cannot resurrect the row (appended; the newest per key counts).
-MERGE runs through Spark's DataFrame ``mergeInto`` (no SQL text) inside Iceberg's
-``CommitMetadata.withCommitProperties``, so the commit carries icetide's exactly-once tags
-atomically, as appends do.
+The row's ordering and position are kept in ``_cdc_ordering`` and ``_cdc_position``, so an old
+change delivered late or replayed never overwrites a newer one. Deleted keys keep theirs in
+``<table>_tombstones`` so an old change arriving after a delete cannot resurrect the row (appended;
+the newest per key counts). Rows and tombstones written before ``_cdc_position`` existed (null
+position) keep the earlier rule: a tie on the ordering does not update, and deletes.
+
+MERGE runs through Spark's DataFrame ``mergeInto`` (no SQL text; every name quoted, the source
+under a unique alias) inside Iceberg's ``CommitMetadata.withCommitProperties``, so the commit
+carries icetide's exactly-once tags atomically, as appends do. It is fenced like an append: it
+writes to a branch made at main's head once icetide's ``LedgerFence`` validated that head, and main
+is fast-forwarded to it only while main's head is still that base (:func:`fenced_merge`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import (
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from icetide.config.target import CdcSettings
 from icetide.ingest import decode
@@ -35,11 +54,13 @@ if TYPE_CHECKING:
 
 OP = "_cdc_op"
 ORDERING = "_cdc_ordering"
+#: The change's Kafka position, (offset, partition): the tie-break after the ordering value.
+POSITION = "_cdc_position"
+POSITION_TYPE = StructType([StructField("offset", LongType(), True), StructField("partition", IntegerType(), True)])
 RAW = decode.RAW
 #: Columns icetide adds to CDC tables (besides the _kafka_ ones).
-META_COLUMNS = (ORDERING,)
+META_COLUMNS = (ORDERING, POSITION)
 ERROR_CLASSES = ("unknown_operation", "missing_key", "missing_ordering")
-_SRC = "_icetide_src"
 
 
 log = logging.getLogger(__name__)
@@ -143,11 +164,39 @@ def errors(cdc: CdcSettings, parsed_col: str) -> tuple[Column, Column]:
     return cls, msg
 
 
+def position() -> Column:
+    """A change's Kafka position (needs ``_kafka_offset`` and ``_kafka_partition``)."""
+    return F.struct(F.col("_kafka_offset").cast("long").alias("offset"),
+                    F.col("_kafka_partition").cast("int").alias("partition"))
+
+
 def latest_per_key(changes: DataFrame, cdc: CdcSettings) -> DataFrame:
-    """The newest change per key in this batch (ordering, then Kafka position)."""
-    w = Window.partitionBy(*[F.col(k) for k in cdc.primary_key]).orderBy(
+    """The newest change per key in this batch, by (ordering, position); adds ``_cdc_position``."""
+    w = Window.partitionBy(*[F.col(_quote(k)) for k in cdc.primary_key]).orderBy(
         F.col(ORDERING).desc(), F.col("_kafka_offset").desc(), F.col("_kafka_partition").desc())
-    return changes.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") == 1).drop("_rn")
+    return (changes.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") == 1).drop("_rn")
+            .withColumn(POSITION, position()))
+
+
+def newer(ordering: Column, pos: Column, than_ordering: Column, than_pos: Column) -> Column:
+    """(ordering, pos) > (than_ordering, than_pos); a null ``than_pos`` (written before positions
+    were kept) is never beaten on a tie."""
+    return (ordering > than_ordering) | ((ordering == than_ordering) & than_pos.isNotNull() & (pos > than_pos))
+
+
+def deletes_over(ordering: Column, pos: Column, than_ordering: Column, than_pos: Column) -> Column:
+    """Whether a delete at (ordering, pos) removes a row at (than_*): newer, or (rows written before
+    positions were kept) an equal ordering."""
+    return newer(ordering, pos, than_ordering, than_pos) | ((ordering == than_ordering) & than_pos.isNull())
+
+
+def _quote(name: str) -> str:
+    """A column or alias name as a quoted identifier part (any name a record can bring)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _col(qualifier: str, name: str) -> Column:
+    return F.col(f"{_quote(qualifier)}.{_quote(name)}")
 
 
 #: When the delete a tombstone remembers was produced (its Kafka timestamp): what
@@ -159,20 +208,25 @@ def tombstone_schema(table_schema: StructType, cdc: CdcSettings) -> StructType:
     by_name = {f.name: f for f in table_schema.fields}
     return StructType([StructField(k, by_name[k].dataType, True) for k in cdc.primary_key]
                       + [StructField(ORDERING, ordering_type(cdc), True),
-                         StructField(DELETED_AT, TimestampType(), True)])
+                         StructField(DELETED_AT, TimestampType(), True),
+                         StructField(POSITION, POSITION_TYPE, True)])
 
 
 def not_buried(changes: DataFrame, tombstones: DataFrame | None, cdc: CdcSettings) -> DataFrame:
     """Drop changes not newer than a recorded delete of their key (a replayed delete stays)."""
     if tombstones is None:
         return changes
-    t = (tombstones.groupBy(*cdc.primary_key).agg(F.max(ORDERING).alias("_tb_ord"))
-         .select(*[F.col(k).alias(f"_tb_{k}") for k in cdc.primary_key], "_tb_ord"))
-    cond = [changes[k].eqNullSafe(t[f"_tb_{k}"]) for k in cdc.primary_key]
+    pos = F.col(POSITION) if POSITION in tombstones.columns else F.lit(None).cast(POSITION_TYPE)
+    keys = {k: f"_tb_{i}" for i, k in enumerate(cdc.primary_key)}
+    t = (tombstones.groupBy(*[F.col(_quote(k)).alias(a) for k, a in keys.items()])
+         .agg(F.max(F.struct(F.col(ORDERING).alias("o"), pos.alias("p"))).alias("_tb")))
+    cond = [changes[_quote(k)].eqNullSafe(t[a]) for k, a in keys.items()]
     joined = changes.join(t, on=cond[0] if len(cond) == 1 else _and(cond), how="left")
-    keep = (F.col("_tb_ord").isNull() | (F.col(ORDERING) > F.col("_tb_ord"))
-            | ((F.col(OP) == "delete") & (F.col(ORDERING) >= F.col("_tb_ord"))))
-    return joined.where(keep).drop(*[f"_tb_{k}" for k in cdc.primary_key], "_tb_ord")
+    o, p = F.col(ORDERING), F.col(POSITION)
+    tb_o, tb_p = F.col("_tb.o"), F.col("_tb.p")
+    keep = (F.col("_tb").isNull() | newer(o, p, tb_o, tb_p)
+            | ((F.col(OP) == "delete") & (deletes_over(o, p, tb_o, tb_p) | ((o == tb_o) & (p == tb_p)))))
+    return joined.where(keep).drop(*keys.values(), "_tb")
 
 
 def _and(cols: list[Column]) -> Column:
@@ -182,19 +236,18 @@ def _and(cols: list[Column]) -> Column:
     return out
 
 
-def merge(source: DataFrame, table: str, cdc: CdcSettings) -> None:
-    """One MERGE of the newest changes into ``table`` (fully qualified)."""
-    name = table.split(".")[-1]
-    s = source.alias(_SRC)
-    on = _and([F.col(f"{_SRC}.{k}") == F.col(f"{name}.{k}") for k in cdc.primary_key])
-    newer = F.col(f"{_SRC}.{ORDERING}") > F.col(f"{name}.{ORDERING}")
-    not_older = F.col(f"{_SRC}.{ORDERING}") >= F.col(f"{name}.{ORDERING}")
-    is_delete = F.col(f"{_SRC}.{OP}") == "delete"
-    cols = [c for c in source.columns if c != OP]
-    assignments = {c: F.col(f"{_SRC}.{c}") for c in cols}
-    (s.mergeInto(table, on)
-     .whenMatched(is_delete & not_older).delete()
-     .whenMatched(~is_delete & newer).update(assignments)
+def merge(source: DataFrame, target: str, qualifier: str, cdc: CdcSettings) -> None:
+    """One MERGE of the newest changes into ``target`` (fully qualified, possibly a branch:
+    ``cat.ns.table.branch_x``), whose columns Spark qualifies with ``qualifier`` (its last part)."""
+    src = f"__icetide_src_{uuid.uuid4().hex[:8]}"  # never a table's name: no alias collision
+    s = source.alias(src)
+    on = _and([_col(src, k) == _col(qualifier, k) for k in cdc.primary_key])
+    args = (_col(src, ORDERING), _col(src, POSITION), _col(qualifier, ORDERING), _col(qualifier, POSITION))
+    is_delete = _col(src, OP) == "delete"
+    assignments = {_quote(c): _col(src, c) for c in source.columns if c != OP}
+    (s.mergeInto(target, on)
+     .whenMatched(is_delete & deletes_over(*args)).delete()
+     .whenMatched(~is_delete & newer(*args)).update(assignments)
      .whenNotMatched(~is_delete).insert(assignments)
      .merge())
 
@@ -240,21 +293,61 @@ def with_commit_properties(spark: SparkSession, properties: dict[str, str], fn: 
 MERGE_CONFLICT_RETRIES = 5
 
 
+@dataclass(frozen=True)
+class Fence:
+    """What a fenced MERGE expects: the newest commit of ``pipeline`` on the table is (run, batch)
+    (``run`` None: no commit of it); ``branch`` is where this run's MERGEs are staged."""
+
+    pipeline: str
+    run: str | None
+    batch: int
+    branch: str
+
+
+def fenced_merge(spark: SparkSession, properties: dict[str, str], source: DataFrame, table: str,
+                 cdc: CdcSettings, fence: Fence | None) -> None:
+    """The tagged MERGE into ``table``; with ``fence``, staged on a branch and published only onto
+    the state the fence approved (else :class:`~icetide.errors.FencedError`, nothing committed)."""
+    from icetide.errors import FencedError
+
+    if fence is None:
+        with_commit_properties(spark, properties, lambda: merge(source, table, table.split(".")[-1], cdc))
+        return
+    jvm: Any = spark._jvm
+    ledger_fence = jvm.io.icetide.iceberg.LedgerFence
+    handle = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    refused = ledger_fence.stage(handle, fence.branch, fence.pipeline, fence.run, fence.batch)
+    if refused is not None:
+        raise FencedError(str(refused))
+    qualifier = f"branch_{fence.branch}"
+    try:
+        # the MERGE reads the branch (main's head when staged) and commits to it
+        with_commit_properties(spark, properties, lambda: merge(source, f"{table}.{qualifier}", qualifier, cdc))
+        ledger_fence.publish(handle, fence.branch)
+    except BaseException:
+        try:
+            ledger_fence.drop(handle, fence.branch)
+        except Exception as e:  # expires on its own (max ref age)
+            log.warning("could not remove branch %s of %s: %s", fence.branch, table, str(e).splitlines()[0][:200])
+        raise
+
+
 def merge_retrying_conflicts(spark: SparkSession, properties: dict[str, str], source: DataFrame, table: str,
                              cdc: CdcSettings, retries: int = MERGE_CONFLICT_RETRIES,
-                             backoff_seconds: float = 0.5) -> int:
-    """The tagged MERGE; a commit conflict (e.g. a compaction replaced files the MERGE deletes from)
-    is retried on fresh metadata, so maintenance never fails a batch. Returns the retries used.
+                             backoff_seconds: float = 0.5, fence: Fence | None = None) -> int:
+    """The tagged (and with ``fence``, fenced) MERGE; a commit conflict (a compaction replaced files
+    the MERGE deletes from, or committed while the MERGE was staged) is retried on fresh metadata,
+    so maintenance never fails a batch. A fenced refusal is not retried. Returns the retries used.
 
     Safe because a failed MERGE commits nothing and the MERGE is idempotent on its input."""
-    from icetide.errors import is_commit_conflict
+    from icetide.errors import is_commit_conflict, is_fenced
 
     for attempt in range(retries + 1):
         try:
-            with_commit_properties(spark, properties, lambda: merge(source, table, cdc))
+            fenced_merge(spark, properties, source, table, cdc, fence)
             return attempt
         except Exception as e:
-            if attempt == retries or not is_commit_conflict(e):
+            if attempt == retries or is_fenced(e) or not is_commit_conflict(e):
                 raise
             wait = backoff_seconds * 2**attempt
             log.warning("MERGE into %s conflicted with a concurrent commit (%s); retry %d in %.1fs", table,

@@ -162,6 +162,25 @@ def _bad_name(t: DataType) -> bool:
     return False
 
 
+def _one_spelling(path: Path, t: DataType, evo: Evolution) -> DataType:
+    """A new field's type with one spelling per name ignoring case at every depth (inference merges
+    ``{"meta":{"A":1}}`` and ``{"meta":{"a":2}}`` into ``struct<A, a>``, which Spark and Iceberg
+    cannot resolve): the lower-case spelling is kept, as at the top level; the others are refused
+    (``ambiguous_field``), so their records are dead letters."""
+    if isinstance(t, ArrayType):
+        return ArrayType(_one_spelling(path.element(), t.elementType, evo), t.containsNull)
+    if not isinstance(t, StructType):
+        return t
+    kept: dict[str, StructField] = {}
+    for f in sorted(t.fields, key=lambda x: (x.name != x.name.lower(), x.name)):
+        if f.name.lower() in kept:
+            evo.rejected.append((path.child(f.name), "ambiguous_field"))
+            continue
+        kept[f.name.lower()] = StructField(f.name, _one_spelling(path.child(f.name), f.dataType, evo), f.nullable)
+    order = {f.name: i for i, f in enumerate(t.fields)}
+    return StructType(sorted(kept.values(), key=lambda f: order[f.name]))
+
+
 def diff(table: StructType, inferred: StructType, max_columns: int) -> Evolution:
     """What ``inferred`` records need from ``table`` (see the module docstring)."""
     evo = Evolution()
@@ -192,6 +211,7 @@ def _walk_struct(path: Path, have: StructType, seen: StructType, evo: Evolution,
             if not COLUMN_RE.fullmatch(f.name) or _bad_name(t):
                 evo.rejected.append((here, "invalid_field"))
                 continue
+            t = _one_spelling(here, t, evo)
             n = 1 + _count_fields(t)
             if n > budget[0]:
                 evo.rejected.append((here, "schema_limit"))
@@ -217,14 +237,17 @@ def _walk_type(path: Path, have: DataType, seen: DataType, evo: Evolution, budge
         evo.decimal_candidates.append((path, have))
 
 
-def check_values(rows: DataFrame, evo: Evolution) -> None:
+def check_values(rows: DataFrame, evo: Evolution, text: Column | None = None) -> None:
     """Decide value-dependent changes (int overflow, decimal digits, nulls in required fields), and
-    the type of each new top-level field that inference made a string (see :func:`_majority`)."""
+    the type of each new top-level field that inference made a string (see :func:`_majority`).
+
+    ``text`` is each record's row as JSON text: the record value by default; for CDC tables the row
+    inside the change (a Debezium envelope's ``after``/``before``), whose values are the columns'."""
     required = [p for p in evo.required if not p.in_list]
     strings = [i for i, (p, t) in enumerate(evo.added) if isinstance(t, StringType) and len(p.parts) == 1]
     if not (evo.int_candidates or evo.decimal_candidates or required or strings):
         return
-    text = F.col("value").cast("string")
+    text = F.col("value").cast("string") if text is None else text
     aggs: list[Column] = []
     for j, i in enumerate(strings):
         name = evo.added[i][0].parts[0]
@@ -278,41 +301,6 @@ def _majority(present: int, numbers: int, integers: int, booleans: int) -> DataT
     if 2 * booleans > present:
         return BooleanType()
     return None
-
-
-def rejected_condition(evo: Evolution) -> Column | None:
-    """Records that carry a refused field, with the error class (None: no field was refused)."""
-    if not evo.rejected:
-        return None
-    text = F.col("value").cast("string")
-    result: Column | None = None
-    for p, cls in evo.rejected:
-        name = p.parts[-1]
-        if p.in_list:
-            quoted = name.replace("\\E", "\\E\\\\E\\Q")
-            hit = text.rlike('"\\Q' + quoted + '\\E"\\s*:')
-        else:
-            parent = text if len(p.parts) == 1 else F.get_json_object(text, Path(p.parts[:-1]).json_path)
-            hit = F.coalesce(F.array_contains(F.json_object_keys(parent), F.lit(name)), F.lit(False))
-        result = F.when(hit, F.lit(cls)) if result is None else result.when(hit, F.lit(cls))
-    return result
-
-
-_WHY = {
-    "invalid_field": "names must match [A-Za-z_][A-Za-z0-9_]{0,127}",
-    "ambiguous_field": "equal ignoring case to a column the table has (Spark and Iceberg resolve names "
-                       "ignoring case)",
-    "reserved_field": f"top-level names starting with {', '.join(RESERVED_PREFIXES)} are icetide's",
-}
-
-
-def rejected_message(evo: Evolution, max_columns: int) -> Column:
-    parts = []
-    for cls in dict.fromkeys(c for _, c in evo.rejected):
-        names = ", ".join([p.name[:64] for p, c in evo.rejected if c == cls][:5])
-        why = _WHY.get(cls, f"at most target.max_columns={max_columns} fields")
-        parts.append(f"{names} ({why})")
-    return F.lit("fields not added to the table: " + "; ".join(parts))
 
 
 # -- apply --------------------------------------------------------------------------------------

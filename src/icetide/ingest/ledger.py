@@ -34,6 +34,7 @@ from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.errors import FENCE_MARKER, FencedError
 from icetide.ingest import multi_write
+from icetide.ingest.cdc import Fence as cdc_fence
 from icetide.lake import inflight
 from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property
 from icetide.lake.table_io import TableIO
@@ -89,8 +90,11 @@ class Ledger:
         self._watermarks[table] = None
 
     def forget(self) -> None:
-        """Re-read watermarks from the tables on next use (after a failed commit)."""
+        """Re-read watermarks from the tables on next use (after a failed commit). Watermarks not yet
+        mirrored are dropped too: after a failure (a fence above all) they may be older than what
+        another run has committed since, and the snapshot summaries still hold them."""
         self._watermarks.clear()
+        self._unmirrored.clear()
 
     def recent(self, table: str) -> int | None:
         """The last batch this run committed to ``table``."""
@@ -139,6 +143,15 @@ class Ledger:
                 raise FencedError(refused)
         faults.point("after_table_commit", name)
 
+    def merge_fence(self, p: Pending) -> cdc_fence | None:
+        """The fence of a MERGE into ``p.table`` (None when icetide's Iceberg classes are missing:
+        the ledger is re-read just before instead)."""
+        if not self.fencing():
+            self.check_fresh(p)
+            return None
+        run, batch = p.base
+        return cdc_fence(self.cfg.name, run, batch, f"icetide_{self.run_id}")
+
     def check_fresh(self, p: Pending) -> None:
         """Fail with :class:`FencedError` if another process of the pipeline committed to the table
         since this run read its ledger (for commits that cannot be fenced atomically)."""
@@ -167,13 +180,14 @@ class Ledger:
 
     def clear(self, tables: list[str]) -> None:
         for t in tables:
-            inflight.clear(self.table_io(t), self.cfg.name)
+            inflight.clear(self.table_io(t), self.cfg.name, self.run_id)
 
     def commit(self, table: str, rows: DataFrame, project: Callable[[DataFrame], DataFrame], batch_id: int,
                ranges: BatchRanges, since_ms: int | None, stats: Observation | None = None,
-               apply: Callable[[DataFrame, dict[str, str]], None] | None = None) -> int | None:
-        """Write the rows not yet in ``table`` (append, or ``apply`` e.g. a MERGE) tagged with the
-        batch's offsets; the rows written, or None if the table already holds the whole batch."""
+               apply: Callable[[DataFrame, Pending], None] | None = None) -> int | None:
+        """Write the rows not yet in ``table`` (append, or ``apply`` e.g. a MERGE, which commits
+        with the pending commit's tags, fenced by :meth:`merge_fence`) tagged with the batch's
+        offsets; the rows written, or None if the table already holds the whole batch."""
         p = self.begin(table, batch_id, ranges)
         if p is None:
             return None
@@ -189,7 +203,11 @@ class Ledger:
         self.mark([table], since_ms or p.watermark.committed_at_ms)
         try:
             if apply is not None:
-                apply(out, p.tags)
+                try:
+                    apply(out, p)
+                except FencedError:
+                    self._watermarks.pop(p.table, None)
+                    raise
             else:
                 self.check_fresh(p)
                 faults.point("before_table_commit", table)
@@ -250,9 +268,18 @@ class Ledger:
         self._unmirrored.pop(table, None)
 
     def flush_mirrors(self) -> None:
-        """Mirror every watermark not yet copied (on shutdown)."""
+        """Mirror every watermark not yet copied (on shutdown), each only while this run's commit is
+        still the table's newest of the pipeline: a stopped or fenced run never moves the mirror back
+        over a newer run's offsets."""
         for table, wm in list(self._unmirrored.items()):
             try:
+                fresh = read_watermark(self.spark, table, self.cfg.name)
+                if fresh is None or (fresh.run, fresh.batch) != (wm.run, wm.batch):
+                    seen = (fresh.run, fresh.batch) if fresh is not None else None
+                    log.info("not mirroring %s: its newest commit of the pipeline is %s, not this run's batch %s",
+                             table, seen, wm.batch)
+                    self._unmirrored.pop(table, None)
+                    continue
                 self._mirror(table, wm, force=True)
             except Exception as e:  # the snapshot summaries still hold it
                 log.warning("could not mirror the watermark of %s: %s", table, str(e).splitlines()[0][:200])

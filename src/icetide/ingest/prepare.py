@@ -21,7 +21,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 from icetide.config.base import STREAMING_TABLE_DEFAULTS, TRANSFORM_RE
 from icetide.config.models import PipelineConfig
 from icetide.errors import ConfigError
-from icetide.ingest import cdc, decode, evolution, routing, shapes
+from icetide.ingest import cdc, decode, evolution, refused, routing, shapes
 from icetide.ingest.ledger import Ledger
 from icetide.lake.tables import create_table, empty_frame, ensure_namespace, ensure_table, list_tables, table_exists
 
@@ -173,7 +173,7 @@ class Preparer:
         if not t.evolve_schema or seen is None:
             return plan
         evo = evolution.diff(plan.schema, seen, t.max_columns)
-        evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo)
+        evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo, self._row_text(table))
         if evo:
             evolution.apply(self.spark, self.q(table), plan.schema, evo)
             # foreachBatch frames belong to their own session, with its own catalog cache.
@@ -181,9 +181,9 @@ class Preparer:
             self._schemas.pop(table, None)
             plan.schema = self.schema(table)
             plan.evolved = evo.changes
-        cond = evolution.rejected_condition(evo)
+        cond = refused.rejected_condition(evo)
         if cond is not None:
-            plan.refused = (cond, evolution.rejected_message(evo, t.max_columns))
+            plan.refused = (cond, refused.rejected_message(evo, t.max_columns))
         if cond is None and t.policy_for(table).cdc is None:
             self.shapes.settle(table, plan.schema, self.batch_shapes.get(table))
         else:
@@ -209,8 +209,8 @@ class Preparer:
                 return (f"no JSON object among the records for {table} to create it from; give {key}.schema "
                         "or fix the records, then replay the dead letters")
             evo = evolution.diff(StructType([]), inferred, self.cfg.target.max_columns)
-            if rows is not None and policy.cdc is None:  # CDC rows hold envelopes, not the row
-                evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo)
+            if rows is not None:
+                evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo, self._row_text(table))
             schema = StructType([StructField(p.parts[0], dt, True) for p, dt in evo.added])
         have = {f.name: f.dataType for f in schema.fields}
         for transform in policy.partition_by:
@@ -229,7 +229,8 @@ class Preparer:
             if missing:
                 return (f"{key}.cdc.primary_key: column(s) {missing} are not in the records for {table}; "
                         "fix the key or give the schema, then replay")
-            full = StructType([*full.fields, StructField(cdc.ORDERING, cdc.ordering_type(policy.cdc), True)])
+            full = StructType([*full.fields, StructField(cdc.ORDERING, cdc.ordering_type(policy.cdc), True),
+                               StructField(cdc.POSITION, cdc.POSITION_TYPE, True)])
         try:
             if create_table(self.spark, self.catalog, table, full, policy.partition_by,
                             policy.table_properties(), policy.sort_by):
@@ -243,6 +244,11 @@ class Preparer:
                 return f"creating {table} failed: {text.splitlines()[0][:300]}"
             raise
         return None
+
+    def _row_text(self, table: str) -> Column | None:
+        """The JSON text a record's columns come from: the value, or a CDC change's row."""
+        c = self.cfg.target.policy_for(table).cdc
+        return cdc.text_for_inference(c) if c is not None else None
 
     def _with_kafka(self, schema: StructType) -> StructType:
         empty = empty_frame(self.spark, decode.DEAD_LETTER_SCHEMA).withColumn(

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from icetide import faults
 from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
+from icetide.errors import BATCH_MARKER, BatchFailedError, DataLossError, FencedError, IcetideError, is_fenced
 from icetide.ingest import checks, decode, evolution, multi_write, one_pass, routing, shapes, source
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
 from icetide.ingest.ledger import Ledger, scan_ranges
@@ -45,11 +46,14 @@ from icetide.ingest.strategies import BatchContext, BatchState, MultiTable, OneP
 from icetide.lake import checkpoint
 from icetide.lake.offsets import BatchRanges, Watermark
 from icetide.lake.tables import ensure_table
+from icetide.secrets import error_line
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+#: What Spark's Kafka reader says when failOnDataLoss is on and an offset is gone.
+SPARK_DATA_LOSS = "Some data may have been lost"
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -69,6 +73,8 @@ class BatchWriter:
         parts = (spark, cfg, self.ledger, self.preparer, self._parallel)
         self.one_pass, self.multi_table, self.per_table = OnePass(*parts), MultiTable(*parts), PerTable(*parts)
         self._dead_letters_ready = False
+        self._retention = source.RetentionProbe(cfg.source)
+        self._lost: dict[tuple[str, int], tuple[int, int]] = {}
         self._batch_log = BatchLog(spark, cfg, run_id)
         self._multi: bool | None = None
         self.counters = PipelineCounters()
@@ -92,6 +98,8 @@ class BatchWriter:
         self.preparer.forget()
 
     def flush_mirrors(self) -> None:
+        """On shutdown: mirror the watermarks not yet copied; release the retention probe."""
+        self._retention.close()
         self.ledger.flush_mirrors()
 
     # -- the batch --------------------------------------------------------------------------
@@ -100,12 +108,29 @@ class BatchWriter:
         self.in_flight_since_ms = int(time.time() * 1000)
         try:
             result = self._process(df, batch_id, started)
+        except DataLossError:
+            self.forget_watermarks()
+            raise
+        except IcetideError as e:
+            self.forget_watermarks()
+            if e.terminal or isinstance(e, FencedError):
+                raise
+            raise BatchFailedError(f"{BATCH_MARKER} batch {batch_id}: {error_line(e, 2000)}") from e
+        except Exception as e:
+            # Not a configuration mistake (those are ConfigError): never terminal, whatever Spark says
+            self.forget_watermarks()
+            if is_fenced(e):
+                raise
+            if SPARK_DATA_LOSS in str(e):  # retention deleted records while this batch read them
+                raise DataLossError(self._data_loss_message(f"({error_line(e, 300)})")) from e
+            raise BatchFailedError(f"{BATCH_MARKER} batch {batch_id}: {error_line(e, 2000)}") from e
         except BaseException:
             self.forget_watermarks()
             raise
         finally:
             self.in_flight_since_ms = None
         if result is not None:
+            result.lost = {f"{t}[{p}]": [a, b] for (t, p), (a, b) in self._lost.items()}
             self.counters.add(result)
             log.info(json.dumps(result.as_event(self.cfg.name)))
             self._batch_log.append(result)
@@ -118,6 +143,13 @@ class BatchWriter:
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
+        self._lost = self._retention.lost(ranges)
+        if self._lost:
+            if cfg.source.on_data_loss == "stop":
+                raise DataLossError(self._data_loss_message(source.describe_lost(self._lost)))
+            log.warning("Kafka deleted records before the pipeline read them (retention); going on from the "
+                        "oldest records still there (source.on_data_loss: continue). Lost in batch %s: %s",
+                        batch_id, source.describe_lost(self._lost))
         tasks = source.batch_tasks(cfg.source, ranges, self.spark.sparkContext.defaultParallelism)
         if tasks is not None:  # fewer, larger files: the Kafka read and every write run in ``tasks`` tasks
             rows = rows.coalesce(tasks)
@@ -255,6 +287,12 @@ class BatchWriter:
             evo = evolution.Evolution(added=[(evolution.Path((f.name,)), f.dataType) for f in missing])
             evolution.apply(self.spark, self.q(table), have, evo)
         self._dead_letters_ready = True
+
+    def _data_loss_message(self, what: str) -> str:
+        return (f"source.on_data_loss: Kafka no longer holds records pipeline '{self.cfg.name}' had not read "
+                f"(its retention deleted them): {what}. Nothing of this batch was written. To skip them and go on, "
+                "set source.on_data_loss: continue (the gap is logged and counted); to keep them, produce them "
+                "to the topic again first")
 
     def _ranges(self, batch_id: int, parsed: DataFrame) -> BatchRanges:
         """The batch's offsets from Spark's offset log; a scan of the batch only as a fallback."""

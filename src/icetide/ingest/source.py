@@ -46,12 +46,16 @@ def list_partitions(src: KafkaSource, timeout: float = 10.0) -> dict[str, list[i
 
 
 def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int]) -> str:
-    """Spark's ``startingOffsets`` JSON: resume points, and the configured default elsewhere.
+    """Spark's ``startingOffsets`` JSON for a pipeline that has run before: its resume points, and
+    the earliest offset elsewhere.
 
     Spark requires every partition of every subscribed topic to be listed once specific offsets
-    are given; partitions without a resume point start at ``source.starting_offsets``.
+    are given. A partition without a resume point (added to the topic since, or of a topic a
+    pattern matches now) has never been read by the pipeline, so all of it is new: it starts at its
+    earliest offset. ``source.starting_offsets`` applies only to a pipeline's very first start (and
+    Spark itself starts partitions it discovers while running at their earliest offset).
     """
-    default = -2 if src.starting_offsets == "earliest" else -1
+    default = -2
     parts = list_partitions(src)
     low = low_watermarks(src, [(t, p) for t, ps in parts.items() for p in ps if (t, p) in resume])
     out: dict[str, dict[str, int]] = {}
@@ -71,6 +75,57 @@ def low_watermarks(src: KafkaSource, tps: list[TopicPartition]) -> dict[TopicPar
 def high_watermarks(src: KafkaSource, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
     """Next offset Kafka will assign, per partition."""
     return _watermarks(src, tps, 1)
+
+
+def lost_ranges(ranges: BatchRanges, low: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
+    """Per partition, the part of a batch's planned range Kafka no longer holds: [start, oldest
+    retained) cut at the range's end (retention deleted it before the pipeline read it)."""
+    out = {}
+    for tp, (start, end) in sorted(ranges.ranges.items()):
+        lo = low.get(tp)
+        if lo is not None and end > start and lo > start:
+            out[tp] = (start, min(lo, end))
+    return out
+
+
+def describe_lost(lost: dict[TopicPartition, tuple[int, int]]) -> str:
+    return ", ".join(f"{t}[{p}] offsets {a}-{b - 1} ({b - a} records)" for (t, p), (a, b) in sorted(lost.items()))
+
+
+class RetentionProbe:
+    """The oldest offset Kafka retains per partition, from one consumer kept for the run (a batch
+    asks once, before it reads: one round trip to the broker)."""
+
+    def __init__(self, src: KafkaSource) -> None:
+        self.src = src
+        self._consumer: Any = None
+
+    def lost(self, ranges: BatchRanges) -> dict[TopicPartition, tuple[int, int]]:
+        """What of ``ranges`` Kafka no longer holds (empty when it could not be asked)."""
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        tps = [tp for tp, (start, end) in ranges.ranges.items() if end > start]
+        if not tps:
+            return {}
+        try:
+            if self._consumer is None:
+                from confluent_kafka import Consumer
+
+                self._consumer = Consumer({**client_conf(self.src), "group.id": "icetide-offset-probe",
+                                           "log_level": 0, "enable.auto.commit": False})
+            low = {(t, p): int(self._consumer.get_watermark_offsets(KafkaTopicPartition(t, p), timeout=10)[0])
+                   for t, p in tps}
+        except Exception:  # the read itself will tell; a probe never fails a batch
+            self.close()
+            return {}
+        return lost_ranges(ranges, low)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            finally:
+                self._consumer = None
 
 
 def _watermarks(src: KafkaSource, tps: list[TopicPartition], which: int) -> dict[TopicPartition, int]:
@@ -94,7 +149,8 @@ def read_stream(spark: SparkSession, src: KafkaSource, starting_offsets: str,
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", src.bootstrap_servers)
         .option("startingOffsets", starting_offsets)
-        .option("failOnDataLoss", "true")
+        # 'continue': Spark skips what retention deleted and the sink reports it (RetentionProbe)
+        .option("failOnDataLoss", "true" if src.on_data_loss == "stop" else "false")
         .option("includeHeaders", "true" if headers else "false")
     )
     if src.topics is not None:

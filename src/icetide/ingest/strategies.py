@@ -239,6 +239,7 @@ class PerTable(Strategy):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._dated: dict[str, bool] = {}  # tombstone table → has the delete's timestamp column
+        self._positioned: set[str] = set()  # CDC tables known to have _cdc_position
 
     def write(self, rows: DataFrame, plans: list[TablePlan], ctx: BatchContext, state: BatchState
               ) -> list[TablePlan]:
@@ -271,8 +272,8 @@ class PerTable(Strategy):
             n = self.ledger.commit(self.q(plan.table), observed.where(good),
                                    lambda d: decode.good_rows(d, plan.schema, meta, [cdc.OP, cdc.ORDERING, *position]),
                                    ctx.batch_id, ctx.ranges, ctx.since_ms, stats,
-                                   apply=lambda changes, tags: self._merge(plan.table, changes, tags, settings, ctx,
-                                                                           position))
+                                   apply=lambda changes, pending: self._merge(plan.table, changes, pending, settings,
+                                                                              position))
         if policy.cdc is not None and policy.cdc.tombstones:
             # Committed on their own, after the MERGE and even when a replay finds the MERGE already
             # in the table: the tombstone table's own watermark decides what it still needs.
@@ -281,10 +282,11 @@ class PerTable(Strategy):
                                        [cdc.OP, cdc.ORDERING, "_kafka_offset", "_kafka_partition", "_kafka_timestamp"])
             tomb_table = self.q(f"{plan.table}_tombstones")
             if tomb_table not in self._dated:  # tombstone tables of older icetide versions lack the column
-                self._dated[tomb_table] = cdc.DELETED_AT in self.spark.table(tomb_table).columns
+                self._dated[tomb_table] = cdc.DELETED_AT in self._with_position(tomb_table)
             when = [F.col("_kafka_timestamp").alias(cdc.DELETED_AT)] if self._dated[tomb_table] else []
             deletes = (cdc.latest_per_key(changes, policy.cdc).where(F.col(cdc.OP) == "delete")
-                       .select(*policy.cdc.primary_key, cdc.ORDERING, *when))
+                       .select(*[F.col(cdc._quote(k)) for k in policy.cdc.primary_key], cdc.ORDERING, cdc.POSITION,
+                               *when))
             self.ledger.commit(tomb_table, deletes, lambda d: d, ctx.batch_id, ctx.ranges,
                                ctx.since_ms)
         if n is None:
@@ -300,10 +302,26 @@ class PerTable(Strategy):
         if totals["bad"]:
             state.bad.append(decode.dead_letter_rows(parsed.where(bad), cfg.name, F.lit(plan.table)))
 
-    def _merge(self, table: str, changes: DataFrame, tags: dict[str, str], c: CdcSettings, ctx: BatchContext,
-               position: list[str]) -> None:
-        """One MERGE of the batch's newest change per key not buried by a recorded delete, tagged."""
+    def _with_position(self, table: str) -> list[str]:
+        """The columns of ``table`` (qualified), after adding ``_cdc_position`` to a CDC or tombstone
+        table made by an icetide that did not keep positions (a metadata-only change, once)."""
+        columns = self.spark.table(table).columns
+        if cdc.POSITION not in columns:
+            log.info("adding %s to %s (newest change = greatest (ordering, Kafka position))", cdc.POSITION, table)
+            self.spark.sql(f"ALTER TABLE {table} ADD COLUMN {cdc.POSITION} "
+                           f"{cdc.POSITION_TYPE.simpleString()}")
+            self.spark.catalog.refreshTable(table)
+            columns = [*columns, cdc.POSITION]
+        return columns
+
+    def _merge(self, table: str, changes: DataFrame, pending: Pending, c: CdcSettings, position: list[str]) -> None:
+        """One MERGE of the batch's newest change per key not buried by a recorded delete, tagged
+        and fenced."""
         tomb = f"{table}_tombstones"
+        if table not in self._positioned:
+            self._with_position(self.q(table))
+            changes.sparkSession.catalog.refreshTable(self.q(table))
+            self._positioned.add(table)
         # Read tombstones through the batch's own session, freshly: its catalog cache is the one
         # the tombstone MERGEs update (another session's cache may hold an older version).
         session = changes.sparkSession
@@ -315,7 +333,8 @@ class PerTable(Strategy):
                 latest = cdc.not_buried(latest, session.table(self.q(tomb)), c)
             latest = latest.persist(StorageLevel.MEMORY_AND_DISK_DESER)
             try:
-                cdc.merge_retrying_conflicts(self.spark, tags, latest, self.q(table), c)
+                cdc.merge_retrying_conflicts(self.spark, pending.tags, latest, self.q(table), c,
+                                             fence=self.ledger.merge_fence(pending))
             finally:
                 latest.unpersist()
         finally:

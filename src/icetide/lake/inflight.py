@@ -1,6 +1,6 @@
 """In-flight markers: a writer's record of the batch it is writing, visible to other processes.
 
-Before icetide writes a table it puts ``_icetide/inflight-<pipeline>.json`` under the table
+Before icetide writes a table it puts ``_icetide/inflight-<pipeline>-<run>.json`` under the table
 location (``{"pipeline", "run", "since_ms"}``) and removes it after the commit, through the table's
 own FileIO (:mod:`icetide.lake.table_io`), so markers work on any warehouse the catalog does. The
 folder is outside ``metadata/`` and ``data/`` on purpose: catalogs that own their buckets (S3 Tables,
@@ -8,14 +8,18 @@ SeaweedFS table buckets) refuse unknown files there but leave ``_``-prefixed fol
 and Iceberg's orphan listing skips hidden (``_``) folders. Orphan
 cleanup in *any* process (a standalone ``icetide maintain`` too) never deletes files newer than
 the oldest live marker's ``since_ms``, so the data files of an uncommitted batch survive however
-short the age floor is. A marker older than ``STALE_AFTER_MS`` belongs to a writer that crashed;
-it no longer protects anything (the crashed batch's files are exactly what cleanup is for).
+short the age floor is. Markers are per run: two runs of one pipeline (a standby that took over
+while the first run was only paused) each keep their own, and a run clears only its own, so a
+paused run's staged files stay protected whatever the other run does. A marker older than
+``STALE_AFTER_MS`` belongs to a writer that crashed; it no longer protects anything (the crashed
+batch's files are exactly what cleanup is for).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 
 from icetide.identifiers import validate_pipeline
@@ -28,10 +32,13 @@ PREFIX = "inflight-"
 #: version keeps its in-flight files safe from a new version's cleanup during a rolling upgrade
 LEGACY = ("metadata", "icetide-inflight-")
 STALE_AFTER_MS = 6 * 3600 * 1000
+_RUN_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-def marker_path(table_location: str, pipeline: str) -> str:
-    return f"{table_location.rstrip('/')}/{FOLDER}/{PREFIX}{validate_pipeline(pipeline)}.json"
+def marker_path(table_location: str, pipeline: str, run: str) -> str:
+    if not _RUN_RE.fullmatch(run):
+        raise ValueError(f"not a run id: {run[:40]!r}")
+    return f"{table_location.rstrip('/')}/{FOLDER}/{PREFIX}{validate_pipeline(pipeline)}--{run}.json"
 
 
 def is_marker(path: str) -> bool:
@@ -39,12 +46,13 @@ def is_marker(path: str) -> bool:
 
 
 def mark(io: TableIO, pipeline: str, run: str, since_ms: int) -> None:
-    io.write(marker_path(io.location, pipeline),
+    io.write(marker_path(io.location, pipeline, run),
              json.dumps({"pipeline": pipeline, "run": run, "since_ms": since_ms}).encode())
 
 
-def clear(io: TableIO, pipeline: str) -> None:
-    io.delete(marker_path(io.location, pipeline))
+def clear(io: TableIO, pipeline: str, run: str) -> None:
+    """Remove this run's marker (never another run's)."""
+    io.delete(marker_path(io.location, pipeline, run))
 
 
 def oldest(io: TableIO, now_ms: int | None = None) -> int | None:

@@ -26,7 +26,7 @@ from icetide.lake.meta_spark import SparkMeta
 from icetide.lake.offsets import mirrors_needed, set_property
 from icetide.lake.tables import ensure_table, mirror_in_driver
 from icetide.maintenance.planner import Step, TablePlan
-from icetide.secrets import scrub
+from icetide.secrets import error_line, scrub
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -218,8 +218,7 @@ class Executor:
                 budget.spend(step)
                 break
             except Exception as e:
-                text = str(e)
-                rec.error = text.strip().splitlines()[0][:1000] if text.strip() else type(e).__name__
+                rec.error = error_line(e)
                 if not is_commit_conflict(e) or attempt > self.retries:
                     rec.outcome = "failed"
                     log.error("maintenance: %s %s failed: %s", step.table, step.action, rec.error)
@@ -250,7 +249,7 @@ class Executor:
             rec.files_in, rec.files_out = len(paths), 0
             rec.outcome = "dry_run" if dry_run else "ok"
         except Exception as e:
-            rec.outcome, rec.error = "failed", scrub((str(e).strip().splitlines() or [type(e).__name__])[0])[:1000]
+            rec.outcome, rec.error = "failed", error_line(e)
             log.error("maintenance: %s remove_orphan_files failed: %s", step.table, rec.error)
         rec.seconds = round(time.monotonic() - started, 3)
         return rec
@@ -274,20 +273,27 @@ class Executor:
     def _write(self, done: list[tuple[Step, ActionRecord]]) -> None:
         if not done:
             return
-        rows = []
-        for s, r in done:
-            rows.append({
-                "started_at": datetime.fromtimestamp(r.started_at_ms / 1000, UTC).replace(tzinfo=None),
-                "table_name": r.table, "step": r.step, "outcome": r.outcome, "reason": s.reason,
-                "figures": json.dumps(s.figures), "expected": s.expected,
-                "arguments": json.dumps({"args": s.args, "options": s.options, "partitions": s.partitions}),
-                "result": json.dumps(r.result, default=str)[:100_000], "files_in": r.files_in,
-                "files_out": r.files_out, "bytes_in": r.bytes_in, "attempts": r.attempts,
-                "seconds": r.seconds, "error": r.error,
-            })
+        rows = log_rows(done)
         table = ensure_table(self.spark, self.catalog, self.log_table, LOG_SCHEMA, ["days(started_at)"],
                              {"format-version": "2"})
         self.spark.createDataFrame(rows, LOG_SCHEMA).writeTo(table).append()
+
+
+def log_rows(done: list[tuple[Step, ActionRecord]]) -> list[dict[str, Any]]:
+    """The action log's rows for ``done``. Every free text (error, result, reason) passes through
+    :func:`~icetide.secrets.scrub`: a procedure's error can quote a URI or a credential."""
+    rows = []
+    for s, r in done:
+        rows.append({
+            "started_at": datetime.fromtimestamp(r.started_at_ms / 1000, UTC).replace(tzinfo=None),
+            "table_name": r.table, "step": r.step, "outcome": r.outcome, "reason": scrub(s.reason),
+            "figures": json.dumps(s.figures), "expected": s.expected,
+            "arguments": scrub(json.dumps({"args": s.args, "options": s.options, "partitions": s.partitions})),
+            "result": scrub(json.dumps(r.result, default=str)[:100_000]), "files_in": r.files_in,
+            "files_out": r.files_out, "bytes_in": r.bytes_in, "attempts": r.attempts,
+            "seconds": r.seconds, "error": scrub(r.error) if r.error else r.error,
+        })
+    return rows
 
 
 #: how far back :func:`action_history` looks: the planner's waiting bonus is full after 10 hours

@@ -15,7 +15,11 @@ without it every append would carry every earlier snapshot in the metadata, and 
 retention would stay on storage.
 CDC tombstone tables are trimmed only when the
 table's ``cdc.tombstone_horizon`` is set (a tombstone is what keeps an older change from
-resurrecting a deleted row: past the horizon, a late change can), by the delete's Kafka timestamp.
+resurrecting a deleted row: past the horizon, a late change can), by the delete's Kafka timestamp,
+measured in the stream's own time, never the wall clock: the horizon counts back from the newest
+Kafka timestamp the pipeline has applied to the table (the newest delete it recorded, or the
+table's mirrored Kafka-timestamp watermark, whichever is later). A pipeline catching up on a
+backlog older than the horizon therefore keeps its tombstones until the stream itself has moved on.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from icetide.health.watch import namespaces
 from icetide.ingest.cdc import DELETED_AT
 from icetide.lake.tables import expire_in_driver, list_tables, table_exists
 from icetide.maintenance.executor import ActionRecord
+from icetide.secrets import error_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,6 +74,23 @@ def tombstone_targets(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[st
     return out
 
 
+def stream_time_ms(spark: SparkSession, cfg: PipelineConfig, tombstone_table: str) -> int | None:
+    """The stream's own "now" for a tombstone table (qualified): the newest delete it holds or the
+    CDC table's mirrored Kafka-timestamp watermark of this pipeline, whichever is later (both are at
+    most the true stream time, so tombstones are never trimmed early); None when it holds none."""
+    from icetide.lake.offsets import PROPERTY_PREFIX, Watermark, table_property
+
+    row = spark.sql(f"SELECT CAST(unix_millis(max({DELETED_AT})) AS BIGINT) FROM {tombstone_table}").first()
+    newest = int(row[0]) if row is not None and row[0] is not None else None
+    cdc_table = tombstone_table.removesuffix("_tombstones")
+    if table_exists(spark, cdc_table):
+        prop = table_property(spark, cdc_table, PROPERTY_PREFIX + cfg.name)
+        ts = Watermark.from_property(prop).kafka_ts_max if prop else None
+        if ts is not None:
+            newest = max(newest or 0, int(ts))
+    return newest
+
+
 def cutoff(now_ms: int, keep_seconds: float) -> datetime:
     """The first instant kept: ``now - keep``, rounded down to midnight UTC (whole partitions)."""
     t = datetime.fromtimestamp(now_ms / 1000, UTC) - timedelta(seconds=keep_seconds)
@@ -78,12 +100,19 @@ def cutoff(now_ms: int, keep_seconds: float) -> datetime:
 def expire_rows(spark: SparkSession, cfg: PipelineConfig, now_ms: int | None = None) -> list[ActionRecord]:
     """Delete the rows past retention from each retained table, then expire old snapshots of the three
     tables a cycle appends to; one record per table that had any."""
-    now_ms = now_ms or int(time.time() * 1000)
+    wall_ms = now_ms or int(time.time() * 1000)
     records = []
-    for table, column, keep in [*targets(cfg), *tombstone_targets(spark, cfg)]:
+    tombstones = tombstone_targets(spark, cfg)
+    for table, column, keep in [*targets(cfg), *tombstones]:
         q = f"{cfg.catalog.name}.{table}"
         if not table_exists(spark, q):
             continue
+        now_ms = wall_ms
+        if (table, column, keep) in tombstones:
+            stream_ms = stream_time_ms(spark, cfg, q)
+            if stream_ms is None:
+                continue
+            now_ms = min(wall_ms, stream_ms)
         # table and column come from validated config and code; the literal is formatted here
         literal = f"TIMESTAMP '{cutoff(now_ms, keep).strftime('%Y-%m-%d %H:%M:%S')}'"
 
@@ -109,7 +138,7 @@ def expire_rows(spark: SparkSession, cfg: PipelineConfig, now_ms: int | None = N
             records += _housekeeping(q, StepName.REWRITE_DATA_FILES, "compacting", compact)
 
         def expire(q: str = q, policy: MaintenancePolicy = policy) -> list[dict[str, Any]] | None:
-            n = expire_in_driver(spark, q, int(now_ms - policy.snapshot_max_age_seconds * 1000),
+            n = expire_in_driver(spark, q, int(wall_ms - policy.snapshot_max_age_seconds * 1000),
                                  policy.snapshot_retain_last)
             return [{"expired_snapshots": n}] if n else None
 
@@ -142,7 +171,7 @@ def _housekeeping(table: str, step: StepName, what: str,
             return []
         rec.result = result
     except Exception as e:
-        rec.outcome, rec.error = "failed", (str(e).strip().splitlines() or [type(e).__name__])[0][:1000]
+        rec.outcome, rec.error = "failed", error_line(e)
         log.error("maintenance: %s of %s failed: %s", what, table, rec.error)
     rec.seconds = round(time.monotonic() - started, 3)
     return [rec]

@@ -3,10 +3,13 @@ package io.icetide.iceberg;
 import java.util.Map;
 import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.DataFile;
+import org.apache.iceberg.ManageSnapshots;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.SnapshotAncestryValidator;
+import org.apache.iceberg.SnapshotRef;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.exceptions.ValidationException;
+import org.apache.iceberg.util.SnapshotUtil;
 
 /**
  * Fencing for icetide's appends: a commit lands only if the table's ledger is still the one the
@@ -20,6 +23,15 @@ import org.apache.iceberg.exceptions.ValidationException;
  * woke up) committed to this table since, the newest tagged ancestor differs and the commit fails
  * with {@link #MARKER} in its message. Compactions and other pipelines' commits are untagged for
  * this pipeline and do not trip it.
+ *
+ * <p>When snapshot expiry removed every tagged snapshot of the pipeline (another pipeline's commits
+ * to a shared table pushed them out), the mirrored ledger, the table property {@code
+ * icetide.watermark.<pipeline>} that maintenance sets before it expires, stands for the newest one.
+ *
+ * <p>MERGEs (CDC tables) are fenced by {@link #stage} and {@link #publish}: Spark's MERGE commits to
+ * a branch made at main's head after the fence validated that head, and main is then fast-forwarded
+ * to the branch, which Iceberg only does while main's head is still the branch's base (the
+ * catalog's compare-and-swap). So a MERGE lands only on the exact state the fence approved.
  */
 public final class LedgerFence implements SnapshotAncestryValidator {
   /** Text in the failure message by which icetide recognises a fenced commit. */
@@ -30,10 +42,31 @@ public final class LedgerFence implements SnapshotAncestryValidator {
   private final String batch;
   private volatile String found = "nothing";
 
-  public LedgerFence(String pipeline, String run, long batch) {
+  private final Table table; // for the mirrored ledger; may be null
+
+  public LedgerFence(String pipeline, String run, long batch, Table table) {
     this.pipeline = pipeline;
     this.run = run;
     this.batch = String.valueOf(batch);
+    this.table = table;
+  }
+
+  public LedgerFence(String pipeline, String run, long batch) {
+    this(pipeline, run, batch, null);
+  }
+
+  /** The mirrored ledger's run and batch ({@code null} if there is none or it is unreadable). */
+  private String[] mirrored() {
+    if (table == null) {
+      return null;
+    }
+    String value = table.properties().get("icetide.watermark." + pipeline);
+    if (value == null) {
+      return null;
+    }
+    java.util.regex.Matcher r = java.util.regex.Pattern.compile("\"run\":\"([^\"]*)\"").matcher(value);
+    java.util.regex.Matcher b = java.util.regex.Pattern.compile("\"batch\":(-?[0-9]+)").matcher(value);
+    return r.find() && b.find() ? new String[] {r.group(1), b.group(1)} : null;
   }
 
   @Override
@@ -46,6 +79,12 @@ public final class LedgerFence implements SnapshotAncestryValidator {
         found = "run " + r + " batch " + b + " (snapshot " + s.snapshotId() + ")";
         return run != null && run.equals(r) && batch.equals(b);
       }
+    }
+    String[] mirror = mirrored();
+    if (mirror != null && run != null) {
+      // the pipeline's tagged snapshots expired: the mirror is the newest commit maintenance saw
+      found = "run " + mirror[0] + " batch " + mirror[1] + " (mirrored ledger; its snapshots expired)";
+      return run.equals(mirror[0]) && batch.equals(mirror[1]);
     }
     found = "no commit of the pipeline";
     return run == null;
@@ -72,7 +111,7 @@ public final class LedgerFence implements SnapshotAncestryValidator {
     for (Map.Entry<String, String> e : properties.entrySet()) {
       append.set(e.getKey(), e.getValue());
     }
-    LedgerFence fence = new LedgerFence(pipeline, run, batch);
+    LedgerFence fence = new LedgerFence(pipeline, run, batch, table);
     append.validateWith(fence);
     try {
       append.commit();
@@ -83,6 +122,55 @@ public final class LedgerFence implements SnapshotAncestryValidator {
         return message;
       }
       throw e;
+    }
+  }
+
+  /**
+   * Before a fenced MERGE: validates the fence on main's head and points {@code branch} at it (a
+   * table without snapshots first gets an empty one). Spark's MERGE then writes to the branch.
+   *
+   * @return null when staged, else the fence's message (nothing was changed)
+   */
+  public static String stage(Table table, String branch, String pipeline, String run, long batch) {
+    table.refresh();
+    if (table.currentSnapshot() == null) {
+      table.newAppend().set("icetide.empty", "true").commit();
+    }
+    Snapshot head = table.currentSnapshot();
+    LedgerFence fence = new LedgerFence(pipeline, run, batch, table);
+    if (!fence.validate(SnapshotUtil.ancestorsOf(head.snapshotId(), table::snapshot))) {
+      return fence.errorMessage();
+    }
+    ManageSnapshots update = table.manageSnapshots();
+    if (table.refs().containsKey(branch)) {
+      update.replaceBranch(branch, head.snapshotId());
+    } else {
+      update.createBranch(branch, head.snapshotId());
+    }
+    // a branch left behind by a crash between stage and publish expires with snapshots
+    update.setMaxRefAgeMs(branch, 24L * 3600 * 1000).commit();
+    return null;
+  }
+
+  /**
+   * After the MERGE committed to {@code branch}: fast-forwards main to it and removes the branch, in
+   * one commit that Iceberg validates on the refreshed metadata (main must still be the branch's
+   * base). A failure is a {@link ValidationException} ("Cannot fast-forward"): run the MERGE again.
+   */
+  public static void publish(Table table, String branch) {
+    table.refresh();
+    SnapshotRef ref = table.refs().get(branch);
+    if (ref == null) {
+      throw new ValidationException("Cannot fast-forward: branch %s is gone", branch);
+    }
+    table.manageSnapshots().fastForwardBranch(SnapshotRef.MAIN_BRANCH, branch).removeBranch(branch).commit();
+  }
+
+  /** Removes {@code branch} if it exists (after a failed MERGE). */
+  public static void drop(Table table, String branch) {
+    table.refresh();
+    if (table.refs().containsKey(branch)) {
+      table.manageSnapshots().removeBranch(branch).commit();
     }
   }
 }

@@ -1,0 +1,46 @@
+"""Refused fields → dead letters: which records carry a field schema evolution refused
+(:class:`~icetide.ingest.evolution.Evolution` ``.rejected``), with the error class and a message
+that says why. The record is dead-lettered whole, so no value is dropped silently."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from icetide.ingest.checks import RESERVED_PREFIXES
+from icetide.ingest.evolution import Evolution, Path
+
+
+def rejected_condition(evo: Evolution) -> Column | None:
+    """Records that carry a refused field, with the error class (None: no field was refused)."""
+    if not evo.rejected:
+        return None
+    text = F.col("value").cast("string")
+    result: Column | None = None
+    for p, cls in evo.rejected:
+        name = p.parts[-1]
+        if p.in_list:
+            quoted = name.replace("\\E", "\\E\\\\E\\Q")
+            hit = text.rlike('"\\Q' + quoted + '\\E"\\s*:')
+        else:
+            parent = text if len(p.parts) == 1 else F.get_json_object(text, Path(p.parts[:-1]).json_path)
+            hit = F.coalesce(F.array_contains(F.json_object_keys(parent), F.lit(name)), F.lit(False))
+        result = F.when(hit, F.lit(cls)) if result is None else result.when(hit, F.lit(cls))
+    return result
+
+
+_WHY = {
+    "invalid_field": "names must match [A-Za-z_][A-Za-z0-9_]{0,127}",
+    "ambiguous_field": "equal ignoring case to a column the table has (Spark and Iceberg resolve names "
+                       "ignoring case)",
+    "reserved_field": f"top-level names starting with {', '.join(RESERVED_PREFIXES)} are icetide's",
+}
+
+
+def rejected_message(evo: Evolution, max_columns: int) -> Column:
+    parts = []
+    for cls in dict.fromkeys(c for _, c in evo.rejected):
+        names = ", ".join([p.name[:64] for p, c in evo.rejected if c == cls][:5])
+        why = _WHY.get(cls, f"at most target.max_columns={max_columns} fields")
+        parts.append(f"{names} ({why})")
+    return F.lit("fields not added to the table: " + "; ".join(parts))

@@ -1,0 +1,270 @@
+"""The guarantees' second pass (#31), one test per scenario that broke them, on the shared real stack
+(Kafka, Spark, Iceberg): CDC ties across batches, a stale run's MERGE, Debezium values widening a
+column, a table named like an internal alias, fencing after snapshot expiry, per-run in-flight
+markers, a stopped run's mirror, partitions with no resume point."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pyspark.sql import functions as F
+
+from icetide.config import load_config
+from icetide.config.models import PipelineConfig
+from icetide.demo.events import create_topic
+from icetide.errors import FencedError
+from icetide.ingest import cdc, source
+from icetide.ingest.ledger import Ledger
+from icetide.lake import inflight
+from icetide.lake.offsets import PROPERTY_PREFIX, BatchRanges, Watermark, read_watermark, set_property, table_property
+from icetide.lake.table_io import TableIO
+from tests.fixtures.cdc_stream import ChangeStream, cdc_config, send_changes
+from tests.fixtures.records import dumps
+from tests.fixtures.stack import pipeline_dict, run_in_process, unique
+
+
+def _send(bootstrap: str, topic: str, *changes: dict[str, Any]) -> None:
+    send_changes(bootstrap, topic, ChangeStream(messages=[(int(c.get("id", 0)), dumps(c)) for c in changes]),
+                 partitions=1)
+
+
+def _rows(spark: Any, table: str, *cols: str) -> dict[Any, Any]:
+    spark.catalog.refreshTable(f"icetide.{table}")
+    return {r[0]: r[1] for r in spark.sql(f"SELECT {', '.join(cols)} FROM icetide.{table}").collect()}
+
+
+def _edit(path: Path, **sections: dict[str, Any]) -> None:
+    raw = yaml.safe_load(path.read_text())
+    for section, values in sections.items():
+        if section == "name":
+            raw["name"] = values
+        else:
+            raw.setdefault(section, {}).update(values)
+    path.write_text(yaml.safe_dump(raw))
+
+
+# -- CDC state ------------------------------------------------------------------------------------
+def test_item1_a_tie_on_the_ordering_goes_to_the_later_change_across_batches(  # type: ignore[no-untyped-def]
+        kafka, spark, lake, tmp_path) -> None:
+    topic, table = unique("tie"), f"it.{unique('tie')}"
+    create_topic(kafka.bootstrap, topic, 1)
+    cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"ordering": "version"})
+    _send(kafka.bootstrap, topic, {"id": 1, "name": "A", "balance": 1.0, "op": "insert", "version": 5},
+          {"id": 2, "name": "x", "balance": 2.0, "op": "insert", "version": 5})
+    run_in_process(spark, cfg)
+    # batch N+1: the same ordering value again (ts_ms repeated within a millisecond)
+    _send(kafka.bootstrap, topic, {"id": 1, "name": "B", "balance": 1.0, "op": "update", "version": 5},
+          {"id": 2, "name": "x", "balance": 2.0, "op": "delete", "version": 5})
+    run_in_process(spark, cfg)
+    assert _rows(spark, table, "id", "name") == {1: "B"}
+    # a re-insert with the delete's ordering, later in Kafka, is newer than the tombstone
+    _send(kafka.bootstrap, topic, {"id": 2, "name": "again", "balance": 3.0, "op": "insert", "version": 5})
+    run_in_process(spark, cfg)
+    assert _rows(spark, table, "id", "name") == {1: "B", 2: "again"}
+    # every row carries the position that decided it (offset, partition)
+    assert _rows(spark, table, "id", "_cdc_position.offset") == {1: 2, 2: 4}
+
+
+def test_item2_a_stale_run_cannot_resurrect_a_key_another_run_deleted(  # type: ignore[no-untyped-def]
+        kafka, spark, lake, tmp_path) -> None:
+    topic, table = unique("stale"), f"it.{unique('stale')}"
+    create_topic(kafka.bootstrap, topic, 1)
+    cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"ordering": "version", "tombstones": False})
+    fq = f"icetide.{table}"
+    _send(kafka.bootstrap, topic, {"id": 1, "name": "a", "balance": 1.0, "op": "insert", "version": 1},
+          {"id": 2, "name": "b", "balance": 2.0, "op": "insert", "version": 1})
+    run_in_process(spark, cfg)
+    pipeline = load_config(cfg)
+    # a second run of the pipeline reads the ledger, then pauses (a standby took over an idle topic)
+    stale = Ledger(spark, pipeline, "stalerun0001")
+    pending = stale.begin(fq, 10_000, BatchRanges({(topic, 0): (2, 3)}))
+    assert pending is not None and pending.base[0] is not None
+    # meanwhile the healthy run deletes key 1
+    _send(kafka.bootstrap, topic, {"id": 1, "name": "a", "balance": 1.0, "op": "delete", "version": 5})
+    run_in_process(spark, cfg)
+    assert set(_rows(spark, table, "id", "name")) == {2}
+    # the stale run wakes up with an older change for key 1 (not matched: an insert)
+    older = (spark.table(fq).where("id = 2").withColumn("id", F.lit(1).cast("bigint"))
+             .withColumn("name", F.lit("resurrected")).withColumn(cdc.ORDERING, F.lit(3).cast("bigint"))
+             .withColumn(cdc.OP, F.lit("upsert")))
+    assert pipeline.target.cdc is not None
+    with pytest.raises(FencedError, match="icetide-fence"):
+        cdc.merge_retrying_conflicts(spark, pending.tags, older, fq, pipeline.target.cdc,
+                                     fence=stale.merge_fence(pending))
+    assert _rows(spark, table, "id", "name") == {2: "b"}
+    assert [r[0] for r in spark.sql(f"SELECT name FROM {fq}.refs").collect()] == ["main"]  # no branch left
+
+
+def test_item3_debezium_values_widen_an_int_column(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic, table = unique("dbzw"), f"it.{unique('dbzw')}"
+    create_topic(kafka.bootstrap, topic, 1)
+    cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"format": "debezium", "ordering": "source.lsn"})
+    _edit(cfg, target={"schema": "id BIGINT, name STRING, qty INT"})
+
+    def change(key: int, qty: int, lsn: int) -> dict[str, Any]:
+        return {"before": None, "after": {"id": key, "name": f"n{key}", "qty": qty}, "op": "c",
+                "ts_ms": 1795600000000, "source": {"lsn": lsn}}
+
+    _send(kafka.bootstrap, topic, change(1, 7, 1))
+    run_in_process(spark, cfg)
+    _send(kafka.bootstrap, topic, change(2, 3_000_000_000, 2))
+    run_in_process(spark, cfg)
+    assert spark.table(f"icetide.{table}").schema["qty"].dataType.simpleString() == "bigint"
+    assert _rows(spark, table, "id", "qty") == {1: 7, 2: 3_000_000_000}
+    assert spark.table(f"icetide.{table}_dlq").count() == 0
+
+
+# -- fencing, markers, ledger ----------------------------------------------------------------------
+def _ledger_config(kafka: Any, lake: Path, tmp_path: Path, name: str, table: str) -> PipelineConfig:
+    path = tmp_path / f"{name}.yaml"
+    raw = pipeline_dict(kafka, lake, tmp_path / name, "t", table)
+    raw["name"] = name
+    raw["stream"]["watermark_mirror_interval"] = "1 hour"
+    path.write_text(yaml.safe_dump(raw))
+    return load_config(path)
+
+
+def _append(spark: Any, ledger: Ledger, table: str, batch: int, offset: int) -> None:
+    rows = spark.range(offset, offset + 1).select(F.col("id").cast("bigint").alias("id"))
+    assert ledger.commit(table, rows, lambda d: d, batch, BatchRanges({("t", 0): (offset, offset + 1)}), None) == 1
+
+
+def _shared_table(spark: Any) -> str:
+    ns = unique("fence")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS icetide.{ns}")
+    fq = f"icetide.{ns}.shared"
+    spark.sql(f"CREATE TABLE {fq} (id BIGINT) USING iceberg TBLPROPERTIES ('format-version'='2')")
+    return fq
+
+
+def test_item5_snapshot_expiry_does_not_make_a_healthy_run_look_fenced(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fq = _shared_table(spark)
+    a = Ledger(spark, _ledger_config(kafka, lake, tmp_path, "pipe-a", "x.a"), "runa")
+    b = Ledger(spark, _ledger_config(kafka, lake, tmp_path, "pipe-b", "x.b"), "runb")
+    _append(spark, a, fq, 0, 0)
+    mine = read_watermark(spark, fq, "pipe-a")
+    assert mine is not None
+    set_property(spark, fq, "pipe-a", mine)  # what maintenance does before it expires snapshots
+    for i in range(3):  # another pipeline shares the table (dead letters do by default)
+        _append(spark, b, fq, i, 100 + i)
+    spark.sql(f"CALL icetide.system.expire_snapshots(table => '{fq.split('.', 1)[1]}', "
+              f"older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)")
+    tagged = spark.sql(f"SELECT count(*) FROM {fq}.snapshots WHERE summary['icetide.pipeline'] = 'pipe-a'").first()
+    assert tagged[0] == 0  # the healthy run's last snapshot is gone
+    _append(spark, a, fq, 1, 1)  # was: FencedError ("found no commit of the pipeline")
+    # and a run whose ledger is not the mirrored one is still fenced
+    other = Ledger(spark, a.cfg, "zombie")
+    other._watermarks[fq] = Watermark(offsets={("t", 0): 1}, run="runa", batch=0)
+    with pytest.raises(FencedError):
+        _append(spark, other, fq, 2, 2)
+
+
+def test_item6_in_flight_markers_are_per_run(spark) -> None:  # type: ignore[no-untyped-def]
+    fq = _shared_table(spark)
+    io = TableIO.of(spark, fq)
+    now = int(time.time() * 1000)
+    inflight.mark(io, "orders", "run-paused", now - 60_000)
+    inflight.mark(io, "orders", "run-active", now - 1_000)
+    inflight.clear(io, "orders", "run-active")  # the active run commits and clears its own marker
+    assert inflight.oldest(io, now) == now - 60_000  # the paused run's staged files stay protected
+    inflight.clear(io, "orders", "run-paused")
+    assert inflight.oldest(io, now) is None
+
+
+def test_item7_a_stopped_fenced_run_never_moves_the_mirror_backwards(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fq = _shared_table(spark)
+    cfg = _ledger_config(kafka, lake, tmp_path, "pipe-m", "x.m")
+    first = Ledger(spark, cfg, "runfirst")
+    _append(spark, first, fq, 0, 0)  # not mirrored yet (the interval is an hour)
+    second = Ledger(spark, cfg, "runsecond")
+    _append(spark, second, fq, 1, 1)
+    second.flush_mirrors()
+    ahead = table_property(spark, fq, PROPERTY_PREFIX + "pipe-m")
+    assert ahead is not None and Watermark.from_property(ahead).run == "runsecond"
+    first.flush_mirrors()  # the first run stops (without having noticed it lost)
+    first.forget()
+    first.flush_mirrors()
+    now = table_property(spark, fq, PROPERTY_PREFIX + "pipe-m")
+    assert now == ahead, "a stopped run moved the mirrored offsets backwards"
+
+
+def test_item8_a_table_named_like_an_internal_alias_is_written(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic, ns = unique("alias"), unique("alias")
+    create_topic(kafka.bootstrap, topic, 1)
+    cfg = cdc_config(kafka, lake, tmp_path, topic, f"{ns}._icetide_src", {"ordering": "version"})
+    _edit(cfg, name=unique("alias").replace("_", "-"))
+    _send(kafka.bootstrap, topic, {"id": 1, "name": "a", "balance": 1.0, "op": "insert", "version": 1},
+          {"id": 1, "name": "b", "balance": 1.0, "op": "update", "version": 2})
+    run_in_process(spark, cfg)
+    assert _rows(spark, f"{ns}._icetide_src", "id", "name") == {1: "b"}
+
+
+# -- Kafka-side reality --------------------------------------------------------------------------
+def test_item10_a_partition_without_a_resume_point_starts_at_its_earliest_offset(kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic = unique("parts")
+    create_topic(kafka.bootstrap, topic, 3)
+    path = tmp_path / "p.yaml"
+    raw = pipeline_dict(kafka, tmp_path, tmp_path, topic, "x.p")
+    raw["source"]["starting_offsets"] = "latest"
+    path.write_text(yaml.safe_dump(raw))
+    offsets = json.loads(source.starting_offsets_json(load_config(path).source, {(topic, 0): 0}))
+    # partition 0 resumes; 1 and 2 (added since, never read) start at the beginning, not at 'latest'
+    assert offsets == {topic: {"0": 0, "1": -2, "2": -2}}
+
+
+def _events(start: int, n: int) -> list[bytes]:
+    return [dumps({"id": f"e{i}", "event_time": "2026-11-28T10:00:00Z", "user_id": i, "event_type": "view",
+                   "amount": 1.0}) for i in range(start, start + n)]
+
+
+def _delete_below(bootstrap: str, topic: str, offset: int) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.delete_records([TopicPartition(topic, 0, offset)]).values()
+    assert future.result(30).offset == offset
+
+
+@pytest.mark.parametrize("mode", ["continue", "stop"])
+def test_item9_records_kafka_deleted_while_the_pipeline_was_down(kafka, spark, lake, tmp_path, mode) -> None:  # type: ignore[no-untyped-def]
+    """The real broker deletes records below the pipeline's next offset while it is down (retention
+    over a long weekend, done here with AdminClient.delete_records). 'continue': the run goes on from
+    the oldest record still there, the gap is reported exactly, every surviving record lands once;
+    'stop': the run ends with the partition and the lost range named, and nothing of the batch lands."""
+    from tests.fixtures.records import send
+
+    topic, table = unique("gone"), f"it.{unique('gone')}"
+    create_topic(kafka.bootstrap, topic, 1)
+    path = tmp_path / "gone.yaml"
+    raw = pipeline_dict(kafka, lake, tmp_path, topic, table)
+    raw["source"]["on_data_loss"] = mode
+    path.write_text(yaml.safe_dump(raw))
+    send(kafka.bootstrap, topic, _events(0, 100))
+    run_in_process(spark, path)
+    send(kafka.bootstrap, topic, _events(100, 100))
+    _delete_below(kafka.bootstrap, topic, 150)
+    if mode == "stop":
+        with pytest.raises(Exception, match=rf"source.on_data_loss: .*{topic}\[0\] offsets 100-149 \(50 records\)"):
+            run_in_process(spark, path)
+        ids = [r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()]
+        assert sorted(ids) == sorted(f"e{i}" for i in range(100))
+        return
+    runner = run_in_process(spark, path)
+    spark.catalog.refreshTable(f"icetide.{table}")
+    ids = [r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()]
+    assert sorted(ids) == sorted(f"e{i}" for i in [*range(100), *range(150, 200)])  # each once
+    c = runner.writer.counters
+    assert (c.lost_records, c.gaps) == (50, {f"{topic}[0]": [[100, 150]]})
+    assert f"50 records deleted by Kafka before they were read ({topic}[0] 100-149)" in runner_summary(runner)
+
+
+def runner_summary(runner: Any) -> str:
+    from icetide.app.runner import RunSummary
+
+    return RunSummary(runner.run_id, runner.writer.counters, "idle").describe()
