@@ -180,8 +180,7 @@ def main() -> None:
 
     from icetide.demo.events import create_topic
     from icetide.services.kafka import LocalKafka
-    from tests.cdc_stream import generate
-    from tests.test_cdc import send_changes
+    from tests.fixtures.cdc_stream import generate, send_changes
 
     work = paths.home() / "bench" / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)

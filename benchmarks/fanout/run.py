@@ -127,7 +127,7 @@ def main() -> None:
 
     from icetide.demo.events import create_topic
     from icetide.services.kafka import LocalKafka
-    from tests.routing_helpers import send
+    from tests.fixtures.records import send
 
     work = paths.home() / "bench" / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)
