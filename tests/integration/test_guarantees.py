@@ -25,7 +25,7 @@ from icetide.lake.offsets import PROPERTY_PREFIX, BatchRanges, Watermark, read_w
 from icetide.lake.table_io import TableIO
 from tests.fixtures.cdc_stream import ChangeStream, cdc_config, send_changes
 from tests.fixtures.records import dumps
-from tests.fixtures.stack import pipeline_dict, run_in_process, unique
+from tests.fixtures.stack import icetide_cli, pipeline_dict, run_in_process, unique
 
 
 def _send(bootstrap: str, topic: str, *changes: dict[str, Any]) -> None:
@@ -232,7 +232,7 @@ def _delete_below(bootstrap: str, topic: str, offset: int) -> None:
 
 
 @pytest.mark.parametrize("mode", ["continue", "stop"])
-def test_item9_records_kafka_deleted_while_the_pipeline_was_down(kafka, spark, lake, tmp_path, mode) -> None:  # type: ignore[no-untyped-def]
+def test_item9_records_kafka_deleted_while_the_pipeline_was_down(kafka, spark, lake, tmp_path, mode, caplog) -> None:  # type: ignore[no-untyped-def]
     """The real broker deletes records below the pipeline's next offset while it is down (retention
     over a long weekend, done here with AdminClient.delete_records). 'continue': the run goes on from
     the oldest record still there, the gap is reported exactly, every surviving record lands once;
@@ -255,6 +255,11 @@ def test_item9_records_kafka_deleted_while_the_pipeline_was_down(kafka, spark, l
         ids = [r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()]
         assert sorted(ids) == sorted(f"e{i}" for i in range(100))
         return
+    # before the restart, `icetide offsets` shows what Kafka deleted unread
+    shown = icetide_cli("offsets", "-c", str(path), "-o", "json")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    held = json.loads(shown.stdout)[f"icetide.{table}"]
+    assert (held["kafka_oldest"], held["deleted_unread"]) == ({f"{topic}[0]": 150}, {f"{topic}[0]": 50})
     runner = run_in_process(spark, path)
     spark.catalog.refreshTable(f"icetide.{table}")
     ids = [r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()]
@@ -262,9 +267,107 @@ def test_item9_records_kafka_deleted_while_the_pipeline_was_down(kafka, spark, l
     c = runner.writer.counters
     assert (c.lost_records, c.gaps) == (50, {f"{topic}[0]": [[100, 150]]})
     assert f"50 records deleted by Kafka before they were read ({topic}[0] 100-149)" in runner_summary(runner)
+    logged = spark.sql(f"SELECT DISTINCT kafka_gaps FROM icetide.icetide.ingest_batches WHERE run = '{runner.run_id}' "
+                       "AND kafka_gaps IS NOT NULL").collect()
+    assert [json.loads(r[0]) for r in logged] == [{f"{topic}[0]": [100, 150]}]
+    alerts = [json.loads(r.getMessage()) for r in caplog.records if r.name == "icetide.alerts"]
+    assert [(a["event"], a["partition"], a["records"], a["severity"]) for a in alerts] == [
+        ("kafka_gap", f"{topic}[0]", 50, "critical")]
 
 
 def runner_summary(runner: Any) -> str:
     from icetide.app.runner import RunSummary
 
     return RunSummary(runner.run_id, runner.writer.counters, "idle").describe()
+
+
+def test_item11_a_renamed_pipeline_is_refused_unless_it_adopts_the_old_offsets(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from icetide.errors import ConfigError
+    from tests.fixtures.records import send
+
+    topic, table = unique("ren"), f"it.{unique('ren')}"
+    create_topic(kafka.bootstrap, topic, 1)
+    old_name, new_name = unique("old").replace("_", "-"), unique("new").replace("_", "-")
+
+    def config(name: str, **source: Any) -> Path:
+        raw = pipeline_dict(kafka, lake, tmp_path / name, topic, table)
+        raw["name"] = name
+        raw["source"].update(source)
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        return path
+
+    send(kafka.bootstrap, topic, _events(0, 100))
+    run_in_process(spark, config(old_name))
+    send(kafka.bootstrap, topic, _events(100, 50))
+    with pytest.raises(ConfigError, match=rf"hold offsets of pipeline '{old_name}'.*adopt_offsets_from: {old_name}"):
+        run_in_process(spark, config(new_name))
+    run_in_process(spark, config(new_name, adopt_offsets_from=old_name))
+    spark.catalog.refreshTable(f"icetide.{table}")
+    ids = [r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()]
+    assert sorted(ids) == sorted(f"e{i}" for i in range(150))  # resumed exactly where the old name stopped
+
+
+# -- records as real producers write them -------------------------------------------------------
+def test_item12_field_names_are_kept_as_producers_write_them(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.fixtures.records import send
+
+    topic, table = unique("names"), f"it.{unique('names')}"
+    create_topic(kafka.bootstrap, topic, 1)
+    path = tmp_path / "names.yaml"
+    raw = pipeline_dict(kafka, lake, tmp_path, topic, table)
+    raw["target"] = {"table": table}  # the schema comes from the records
+    path.write_text(yaml.safe_dump(raw))
+    first = [{"id": f"r{i}", "user-agent": "curl/8.5", "service.name": "checkout", "Order Id": 100 + i, "2fa": True,
+              "größe": 1.5, "attributes": {"http.status_code": 200}, "re-tries": i} for i in range(5)]
+    first.append({"id": "r5", "re-tries": "many"})  # one outlier: the column stays a number
+    send(kafka.bootstrap, topic, [dumps(r) for r in first])
+    runner = run_in_process(spark, path)
+    fq = f"icetide.{table}"
+    df = spark.table(fq)
+    want = {"user-agent": "string", "service.name": "string", "Order Id": "bigint", "2fa": "boolean",
+            "größe": "double", "attributes": "struct<http.status_code:bigint>", "re-tries": "bigint"}
+    assert {c: df.schema[c].dataType.simpleString() for c in want} == want
+    got = {r[0]: r[1:] for r in df.select("id", "user-agent", "`service.name`", "Order Id", "größe",
+                                          F.col("attributes").getField("http.status_code"), "re-tries").collect()}
+    assert got["r3"] == ("curl/8.5", "checkout", 103, 1.5, 200, 3)
+    assert runner.writer.counters.dead_letters == 1
+    # later: a struct whose path equals the dotted column, and a name with a control character
+    send(kafka.bootstrap, topic, [dumps({"id": "r6", "service": {"name": "x"}}), dumps({"id": "r7", "bell\u0007": 1}),
+                                  dumps({"id": "r8", "user-agent": "wget"})])
+    runner = run_in_process(spark, path)
+    classes = {r[0]: r[1] for r in spark.sql(f"SELECT error_class, count(*) FROM {fq}_dlq GROUP BY 1").collect()}
+    assert classes == {"type_mismatch": 1, "ambiguous_field": 1, "invalid_field": 1}
+    assert "service" not in spark.table(fq).columns
+    spark.catalog.refreshTable(fq)
+    assert spark.table(fq).where(F.col("id") == "r8").select("user-agent").first()[0] == "wget"
+
+
+def test_item12_sanitize_maps_names_to_identifiers_and_keeps_the_producers_name(  # type: ignore[no-untyped-def]
+        kafka, spark, lake, tmp_path) -> None:
+    from tests.fixtures.records import send
+
+    topic, table = unique("sane"), f"it.{unique('sane')}"
+    create_topic(kafka.bootstrap, topic, 1)
+    path = tmp_path / "sane.yaml"
+    raw = pipeline_dict(kafka, lake, tmp_path, topic, table)
+    raw["target"] = {"table": table, "field_names": "sanitize"}
+    path.write_text(yaml.safe_dump(raw))
+    send(kafka.bootstrap, topic, [dumps({"id": f"r{i}", "user-agent": "curl", "2fa": True,
+                                         "attributes": {"service.name": "api"}}) for i in range(3)])
+    run_in_process(spark, path)
+    # a later batch adds a sanitized column to the table and still reads the earlier ones
+    send(kafka.bootstrap, topic, [dumps({"id": "r3", "user-agent": "wget", "größe": 2.5,
+                                         "attributes": {"service.name": "web"}})])
+    runner = run_in_process(spark, path)
+    fq = f"icetide.{table}"
+    spark.catalog.refreshTable(fq)
+    df = spark.table(fq)
+    assert {"user_x2Dagent", "_2fa", "gr_xF6_xDFe", "attributes"} <= set(df.columns)
+    assert df.schema["attributes"].dataType.simpleString() == "struct<service_x2Ename:string>"
+    assert df.schema["user_x2Dagent"].metadata.get("comment") == "icetide original name: user-agent"
+    rows = {r[0]: r[1:] for r in df.select("id", "user_x2Dagent", "gr_xF6_xDFe", "attributes.service_x2Ename",
+                                           "_2fa").collect()}
+    assert rows == {"r0": ("curl", None, "api", True), "r1": ("curl", None, "api", True),
+                    "r2": ("curl", None, "api", True), "r3": ("wget", 2.5, "web", None)}
+    assert runner.writer.counters.dead_letters == 0

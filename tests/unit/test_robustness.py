@@ -153,3 +153,71 @@ def test_item13_case_clashes_across_records_are_refused_at_any_depth_in_a_new_fi
     assert added["items"].simpleString() == "array<struct<k:bigint>>"
     assert sorted((p.name, c) for p, c in evo.rejected) == [
         ("items.element.K", "ambiguous_field"), ("meta.A", "ambiguous_field"), ("meta.deep.X", "ambiguous_field")]
+
+
+def test_item12_everyday_field_names_are_kept() -> None:
+    """#31 item 12: HTTP headers, OpenTelemetry attributes and analytics fields keep their names;
+    only what no engine can hold is refused."""
+    from icetide.ingest import names
+
+    everyday = ["user-agent", "service.name", "Order Id", "2fa", "größe", "$ref", "a/b", "x" * 255]
+    seen = StructType([StructField(n, LongType(), True) for n in everyday]
+                      + [StructField("attributes", StructType([StructField("http.status_code", LongType(), True)]),
+                                     True)])
+    evo = diff(StructType([]), seen, 1000)
+    assert sorted(p.name for p, _ in evo.added) == sorted([*everyday, "attributes"]) and not evo.rejected
+    bad = ["", "tab\there", "bell\x07", "x" * 256]
+    assert [names.problem(n) is not None for n in bad] == [True] * 4
+    evo = diff(StructType([]), StructType([StructField(n, LongType(), True) for n in bad[1:]]), 1000)
+    assert sorted(c for _, c in evo.rejected) == ["invalid_field"] * 3 and not evo.added
+
+
+def test_item12_a_dotted_name_never_collides_with_a_nested_path() -> None:
+    """A top-level 'service.name' and a struct 'service' holding 'name' are the same name to Iceberg:
+    whichever comes second is refused, whether the table has the first or the same batch adds it."""
+    service = StructField("service", StructType([StructField("name", StringType(), True)]), True)
+    dotted = StructField("service.name", StringType(), True)
+    evo = diff(StructType([service]), StructType([service, dotted]), 100)
+    assert [(p.name, c) for p, c in evo.rejected] == [("service.name", "ambiguous_field")] and not evo.added
+    evo = diff(StructType([dotted]), StructType([dotted, service]), 100)
+    assert [(p.name, c) for p, c in evo.rejected] == [("service", "ambiguous_field")]
+    evo = diff(StructType([]), StructType([service, dotted]), 100)  # both new in one batch
+    assert len(evo.added) == 1 and [c for _, c in evo.rejected] == ["ambiguous_field"]
+    # inside a list the short form counts too: items.element.id is also items.id
+    items = StructField("items", ArrayType(StructType([StructField("id", LongType(), True)])), True)
+    evo = diff(StructType([items]), StructType([items, StructField("items.id", LongType(), True)]), 100)
+    assert [c for _, c in evo.rejected] == ["ambiguous_field"]
+
+
+def test_item12_sanitize_gives_identifiers_and_remembers_the_producers_names() -> None:
+    from icetide.ingest import names
+
+    assert [names.sanitize(n) for n in ["user-agent", "service.name", "Order Id", "2fa", "größe", "ok_1"]] == [
+        "user_x2Dagent", "service_x2Ename", "Order_x20Id", "_2fa", "gr_xF6_xDFe", "ok_1"]
+    seen = StructType([StructField("user-agent", StringType(), True),
+                       StructField("attributes", StructType([StructField("service.name", StringType(), True)]), True),
+                       StructField("user_x2Dagent", StringType(), True)])  # a literal that maps to the same name
+    table_type = names.sanitized_type(seen)
+    assert table_type.simpleString() == ("struct<user_x2Dagent:string,attributes:struct<service_x2Ename:string>,"
+                                         "user_x2Dagent:string>")
+    assert names.record_type(table_type) == StructType([  # what the records are read by
+        StructField("user-agent", StringType(), True),
+        StructField("attributes", StructType([StructField("service.name", StringType(), True)]), True),
+        StructField("user_x2Dagent", StringType(), True)])
+    assert names.renamed(table_type) and not names.renamed(seen)
+    evo = diff(StructType([]), table_type, 100)
+    added = {p.name: p for p, _ in evo.added}
+    assert added["user_x2Dagent"].given == ("user-agent",)  # the value checks read the producer's name
+    assert evo.comments[added["user_x2Dagent"]] == names.ORIGINAL + "user-agent"
+    assert [(p.name, c) for p, c in evo.rejected] == [("user_x2Dagent", "ambiguous_field")]  # never merged
+
+
+def test_item12_sanitized_names_keep_the_producers_name_at_every_depth_through_evolution() -> None:
+    from icetide.ingest import names
+
+    seen = StructType([StructField("attributes", StructType([StructField("service.name", StringType(), True),
+                                                             StructField("empty", StructType([]), True)]), True)])
+    evo = diff(StructType([]), names.sanitized_type(seen), 100)
+    [(_, added)] = evo.added
+    assert isinstance(added, StructType) and [f.name for f in added.fields] == ["service_x2Ename"]
+    assert names.record_type(added) == StructType([StructField("service.name", StringType(), True)])

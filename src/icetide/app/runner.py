@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import signal
 import threading
 import time
@@ -17,7 +18,15 @@ from typing import TYPE_CHECKING
 from icetide.catalog import check_reachable
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
-from icetide.errors import BATCH_MARKER, FENCE_MARKER, CheckpointMismatchError, FencedError, IcetideError, is_fenced
+from icetide.errors import (
+    BATCH_MARKER,
+    FENCE_MARKER,
+    CheckpointMismatchError,
+    ConfigError,
+    FencedError,
+    IcetideError,
+    is_fenced,
+)
 from icetide.ingest import source
 from icetide.ingest.batch_log import PipelineCounters
 from icetide.ingest.sink import BatchWriter
@@ -81,17 +90,60 @@ def table_watermarks(spark: SparkSession, writer: BatchWriter) -> dict[str, Wate
     return out
 
 
+def refuse_foreign_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter) -> None:
+    """A pipeline starting without a checkpoint whose tables hold another pipeline's offsets for its
+    topics, and none of its own, is most likely that pipeline renamed: it would ingest the topics
+    into them again. Refused (naming both names and the fix) unless ``source.adopt_offsets_from``
+    names it. The dead-letter table is shared by pipelines by default and is not looked at. A routed
+    pipeline's namespaces can hold other pipelines' tables of the same topics (routed elsewhere by
+    design), so there a match is a warning, not a refusal."""
+    from icetide.lake.meta_spark import SparkMeta
+    from icetide.lake.offsets import pipelines_on
+
+    meta = SparkMeta(spark, cfg.catalog.name)
+    mine = set(cfg.source.topics or [])
+    pattern = None if cfg.source.topics is not None else re.compile(cfg.source.topic_pattern or "")
+    found: dict[str, set[str]] = {}  # other pipeline → tables
+    for table in writer.tables():
+        if table == cfg.dead_letter.table or not meta.exists(table):
+            continue
+        held = pipelines_on(meta.properties(table), meta.snapshots(table))
+        if cfg.name in held:
+            continue
+        for other, wm in held.items():
+            topics = {t for t, _ in wm.offsets}
+            if topics & mine or (pattern is not None and any(pattern.fullmatch(t) for t in topics)):
+                found.setdefault(other, set()).add(table)
+    adopt = cfg.source.adopt_offsets_from
+    strangers = {p: ts for p, ts in found.items() if p != adopt}
+    if strangers and cfg.target.route is not None:
+        for p, tables in sorted(strangers.items()):
+            log.warning("tables %s hold offsets of pipeline '%s' for this pipeline's topics; if this pipeline "
+                        "is '%s' renamed, stop it and set source.adopt_offsets_from: %s, or it ingests them again",
+                        sorted(tables)[:5], p, p, p)
+    elif strangers:
+        p, tables = sorted(strangers.items())[0]
+        raise ConfigError(
+            f"source.adopt_offsets_from: table(s) {', '.join(sorted(tables)[:5])} hold offsets of pipeline '{p}' for "
+            f"this pipeline's topics and none of '{cfg.name}': started under a new name, it would ingest those "
+            f"records again. If this pipeline replaces '{p}', set source.adopt_offsets_from: {p} (it resumes "
+            "exactly where that one stopped); otherwise give it other tables")
+    if adopt is not None and adopt in found:
+        log.warning("pipeline %s adopts the offsets of pipeline %s in %s", cfg.name, adopt, sorted(found[adopt]))
+
+
 def starting_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter) -> str:
     """Where the query starts when it has no checkpoint (ignored by Spark when one exists)."""
     ckpt = cfg.checkpoint_dir()
     if checkpoint.exists(spark, ckpt):
         log.info("resuming from checkpoint %s", ckpt)
         return cfg.source.starting_offsets
+    refuse_foreign_offsets(spark, cfg, writer)
     wms = table_watermarks(spark, writer)
     if not wms:
         log.info("new pipeline: starting at %s offsets", cfg.source.starting_offsets)
         return cfg.source.starting_offsets
-    if cfg.stream.on_missing_checkpoint == "fail":
+    if cfg.stream.on_missing_checkpoint == "fail" and cfg.source.adopt_offsets_from is None:
         held = {t: json.loads(w.encode()) for t, w in wms.items()}
         raise CheckpointMismatchError(
             f"stream.checkpoint_location: no checkpoint at {ckpt}, but tables already hold offsets of "
@@ -120,7 +172,8 @@ class Runner:
             self.maintenance = MaintenanceLoop(self.spark, cfg, lambda: self.writer.tables(),
                                                in_flight_since_ms=lambda: self.writer.in_flight_since_ms)
         self.writer = BatchWriter(self.spark, cfg, self.run_id,
-                                  on_commit=self.maintenance.notify if self.maintenance else None)
+                                  on_commit=self.maintenance.notify if self.maintenance else None,
+                                  on_gap=self._alert_gap)
         self._stop = threading.Event()
         self._stopped_by = "completed"
         self.query: StreamingQuery | None = None
@@ -128,6 +181,20 @@ class Runner:
         self.restarts = 0
         #: Times another process of the pipeline fenced this run out (each followed by a standby).
         self.fenced = 0
+
+    def _alert_gap(self, batch: int, lost: dict[str, list[int]]) -> None:
+        """A retention gap is an alert (log and ``health.webhook_url``), like a health threshold."""
+        from icetide.health.alerts import emit
+
+        events = [{"event": "kafka_gap", "pipeline": self.cfg.name, "table": None, "partition": tp,
+                   "severity": "critical", "batch": batch, "lost_from": a, "lost_to": b, "records": b - a,
+                   "reason": f"Kafka deleted {b - a} records of {tp} (offsets {a}-{b - 1}) before the pipeline "
+                             "read them (source.on_data_loss: continue)"}
+                  for tp, (a, b) in sorted(lost.items())]
+        try:
+            emit(events, self.cfg.health.webhook_url)
+        except Exception as e:  # an alert never stops the stream
+            log.warning("could not send the data-loss alert: %s", str(e).splitlines()[0][:200])
 
     def request_stop(self, reason: str = "requested") -> None:
         self._stopped_by = reason

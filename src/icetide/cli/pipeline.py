@@ -114,20 +114,41 @@ def run(config_path: Path, duration: float | None, until_idle: bool) -> None:
 @handle_errors
 def offsets(config_path: Path, engine: str, output: str) -> None:
     """Which Kafka offsets each table of the pipeline holds (from the tables themselves)."""
+    from icetide.ingest.source import low_watermarks
     from icetide.lake.offsets import pipeline_watermarks
 
     cfg, reader = load_reader(config_path, engine)
     wms = pipeline_watermarks(reader, cfg)
+    tps = sorted({tp for w in wms.values() for tp in w.offsets})
+    try:  # what Kafka still holds: a next offset below it was deleted unread (retention)
+        oldest: dict[tuple[str, int], int] | None = low_watermarks(cfg.source, tps, timeout=2) if tps else {}
+    except Exception:
+        oldest = None
+
+    def unread_deleted(tp: tuple[str, int], off: int) -> int | None:
+        return None if oldest is None or tp not in oldest else max(0, oldest[tp] - off)
+
     data = {t: {"run": w.run, "batch": w.batch, "committed_at_ms": w.committed_at_ms,
-                "next_offsets": json.loads(w.encode())} for t, w in wms.items()}
+                "next_offsets": json.loads(w.encode()),
+                "kafka_oldest": None if oldest is None else {f"{a}[{b}]": oldest.get((a, b)) for a, b in w.offsets},
+                "deleted_unread": {f"{a}[{b}]": unread_deleted((a, b), o) for (a, b), o in w.offsets.items()}}
+            for t, w in wms.items()}
     if output == "json":
         emit_json(data)
         return
-    tbl = Table("table", "topic", "partition", "next offset", "batch", title=f"pipeline {cfg.name}")
+    tbl = Table("table", "topic", "partition", "next offset", "kafka oldest", "deleted unread", "batch",
+                title=f"pipeline {cfg.name}")
     for t, w in wms.items():
         for (topic, part), off in sorted(w.offsets.items()):
-            tbl.add_row(t, topic, str(part), str(off), str(w.batch))
+            lost = unread_deleted((topic, part), off)
+            shown = "Kafka unreachable" if oldest is None else f"[red]{lost}[/red]" if lost else "0"
+            tbl.add_row(t, topic, str(part), str(off), str(oldest.get((topic, part), "?")) if oldest else "?",
+                        shown, str(w.batch))
     console.print(tbl)
+    if any(unread_deleted(tp, o) for w in wms.values() for tp, o in w.offsets.items()):
+        console.print("[yellow]Kafka deleted records the pipeline has not read (retention). On its next batch the "
+                      "run goes on from the oldest records still there and reports the gap (source.on_data_loss: "
+                      "continue), or stops naming them (stop).[/yellow]")
 
 
 @click.command()

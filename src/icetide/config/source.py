@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from icetide.config.base import Strict
 from icetide.errors import IdentifierError
-from icetide.identifiers import validate_topic
+from icetide.identifiers import validate_pipeline, validate_topic
 
 
 class KafkaSource(Strict):
@@ -28,6 +28,12 @@ class KafkaSource(Strict):
         description="When Kafka deleted records the pipeline had not read yet (retention ran while it "
         "was down): continue from the oldest records still there and report the gap per partition, "
         "or stop with the partitions and lost ranges named",
+    )
+    adopt_offsets_from: str | None = Field(
+        default=None,
+        description="The name this pipeline ran under before (a rename): it resumes exactly where that "
+        "pipeline stopped, from the offsets it left in the tables. Without it, a pipeline whose tables "
+        "hold another pipeline's offsets for its topics refuses to start (it would ingest them again)",
     )
     max_offsets_per_trigger: int | None = Field(
         default=1_000_000, gt=0, description="Upper bound of records per micro-batch"
@@ -55,6 +61,16 @@ class KafkaSource(Strict):
         default_factory=dict,
         description="Extra Kafka consumer settings, e.g. security.protocol (kafka. prefix added)",
     )
+
+    @field_validator("adopt_offsets_from")
+    @classmethod
+    def _pipeline_name(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                validate_pipeline(v)
+            except IdentifierError as e:
+                raise ValueError(str(e)) from None
+        return v
 
     @field_validator("bootstrap_servers")
     @classmethod

@@ -180,6 +180,12 @@ class TargetTable(TablePolicy):
         default=True,
         description="Add _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp, _kafka_key",
     )
+    field_names: Literal["keep", "sanitize"] = Field(
+        default="keep",
+        description="keep: columns keep the names producers give fields (user-agent, service.name, 2fa); "
+        "sanitize: new columns get ASCII identifier names (user_x2Dagent, service_x2Ename, _2fa), the "
+        "producer's name kept in the column comment, for query engines that need identifiers",
+    )
     evolve_schema: bool = Field(
         default=True,
         description="Add new fields as nullable columns and widen int→long, float→double, decimal "

@@ -8,7 +8,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import (
     ArrayType,
@@ -36,6 +36,8 @@ BATCH_LOG_SCHEMA = StructType([
     StructField("dead_letters", LongType()), StructField("evolutions", ArrayType(StringType())),
     StructField("created", BooleanType()), StructField("dead_letter_classes", StringType()),
     StructField("batch_seconds", DoubleType()), StructField("logged_at", TimestampType()),
+    # records Kafka deleted before the batch read them: {"topic[p]": [from, to)} (source.on_data_loss)
+    StructField("kafka_gaps", StringType()),
 ])
 
 
@@ -124,17 +126,24 @@ class BatchLog:
         if not table:
             return
         now = datetime.now(UTC).replace(tzinfo=None)
-        rows = [(self.cfg.name, self.run_id, r.batch, t, n, 0, r.evolved.get(t, []), t in r.created,
-                 "{}", r.seconds, now) for t, n in sorted(r.written.items())]
+        gaps = json.dumps(r.lost, sort_keys=True) if r.lost else None
+        rows: list[tuple[Any, ...]] = [
+            (self.cfg.name, self.run_id, r.batch, t, n, 0, r.evolved.get(t, []), t in r.created, "{}", r.seconds, now,
+             gaps) for t, n in sorted(r.written.items())]
         if r.dead_letters:
             rows.append((self.cfg.name, self.run_id, r.batch, self.cfg.dead_letter.table, 0, r.dead_letters, [],
-                         False, json.dumps(r.dead_letter_classes, sort_keys=True), r.seconds, now))
+                         False, json.dumps(r.dead_letter_classes, sort_keys=True), r.seconds, now, gaps))
+        if not rows and gaps:  # a batch whose whole range Kafka had deleted still leaves its record
+            rows.append((self.cfg.name, self.run_id, r.batch, None, 0, 0, [], False, "{}", r.seconds, now, gaps))
         if not rows:
             return
         try:
             if not self._ready:  # one catalog lookup per run, not per batch
-                ensure_table(self.spark, self.cfg.catalog.name, table, BATCH_LOG_SCHEMA, ["days(logged_at)"],
-                             {**STREAMING_TABLE_DEFAULTS})
+                q = ensure_table(self.spark, self.cfg.catalog.name, table, BATCH_LOG_SCHEMA, ["days(logged_at)"],
+                                 {**STREAMING_TABLE_DEFAULTS})
+                if "kafka_gaps" not in self.spark.table(q).columns:  # a batch log of an earlier icetide
+                    self.spark.sql(f"ALTER TABLE {q} ADD COLUMN kafka_gaps STRING")
+                    self.spark.catalog.refreshTable(q)
                 self._ready = True
             self.spark.createDataFrame(rows, BATCH_LOG_SCHEMA).writeTo(f"{self.cfg.catalog.name}.{table}").append()
         except Exception as e:  # figures are a convenience; the data is committed

@@ -15,6 +15,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from icetide.ingest import names
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -75,11 +77,19 @@ def parse_columns(app: str, schema_json: str, max_value_bytes: int, parsed_name:
     tables per batch, and building these expressions costs hundreds of JVM calls. The error columns
     read the parsed struct from column ``parsed_name``."""
     schema = StructType.fromJson(json.loads(schema_json))
-    with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType())])
     text = F.col("value").cast("string")
-    parsed = F.from_json(
-        text, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
-    )
+    if not names.renamed(schema):
+        with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType())])
+        parsed = F.from_json(text, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    else:  # field_names: sanitize: read by the producer's names, then cast to the table's (by position)
+        given = names.record_type(schema)
+        assert isinstance(given, StructType)
+        read = F.from_json(text, StructType([*given.fields, StructField(CORRUPT, StringType())]),
+                           {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+        parsed = F.when(read.isNotNull(), F.struct(
+            *[read.getField(g.name).cast(f.dataType).alias(f.name) for g, f in zip(given.fields, schema.fields,
+                                                                                   strict=True)],
+            read.getField(CORRUPT).alias(CORRUPT)))
     p = F.col(parsed_name)
     error_class = (
         F.when(F.col("value").isNull(), F.lit("null_value"))
@@ -102,15 +112,15 @@ def _corrupt_class(text: Column) -> Column:
 
 
 def _error_message(text: Column, schema: StructType, max_value_bytes: int, p: Column) -> Column:
+    given = names.field_texts(text, [(names.original(f),) for f in schema.fields])
     mismatched = F.concat_ws(
         ", ",
         *[
             F.when(
-                F.get_json_object(text, f"$.{f.name}").isNotNull() & p[f.name].isNull(),
-                F.lit(f"{f.name} (expected {f.dataType.simpleString()})"),
+                given[(names.original(f),)].isNotNull() & p[f.name].isNull(),
+                F.lit(f"{f.name[:64]} (expected {f.dataType.simpleString()})"),
             )
             for f in schema.fields
-            if _json_path_safe(f.name)
         ],
     )
     return (
@@ -129,10 +139,6 @@ def _error_message(text: Column, schema: StructType, max_value_bytes: int, p: Co
                      F.when(mismatched == "", F.lit("(nested value)")).otherwise(mismatched)),
         )
     )
-
-
-def _json_path_safe(name: str) -> bool:
-    return name.replace("_", "").isalnum()
 
 
 def is_good() -> Column:

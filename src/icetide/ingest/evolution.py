@@ -12,9 +12,11 @@ table's:
 - a required field that a record leaves out or sets to null becomes optional.
 
 Anything else (a string where the table has a long, …) is not an evolution: the record fails to
-parse and becomes a ``type_mismatch`` dead letter. Field names outside ``[A-Za-z_][A-Za-z0-9_]*``
-and fields beyond ``target.max_columns`` are never added: their records are dead letters
-(``invalid_field`` / ``schema_limit``), so no value is dropped silently. Changes are applied with
+parse and becomes a ``type_mismatch`` dead letter. Field names are kept as producers write them
+(:mod:`icetide.ingest.names`): only names no engine can hold, names equal ignoring case to another
+at the same level, and names whose dotted form is another column's path are refused, as are fields
+beyond ``target.max_columns``: their records are dead letters (``invalid_field``,
+``ambiguous_field``, ``schema_limit``), so no value is dropped silently. Changes are applied with
 Iceberg's ``UpdateSchema`` API, never SQL text.
 """
 
@@ -45,7 +47,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from icetide.config.base import COLUMN_RE
+from icetide.ingest import names
 from icetide.ingest.checks import RESERVED_PREFIXES
 
 if TYPE_CHECKING:
@@ -58,24 +60,22 @@ INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 @dataclass(frozen=True)
 class Path:
-    """A field's place: Iceberg's dotted name and, when no list is crossed, a JSON path."""
+    """A field's place: the table's names (Iceberg's, "element" for list elements) and the names the
+    records give it (the producer's, which differ from the table's under ``field_names: sanitize``)."""
 
     parts: tuple[str, ...]  # Iceberg names, with "element" for list elements
     in_list: bool = False
+    given: tuple[str, ...] = ()  # the records' names (no "element"); () for the root
 
-    def child(self, name: str) -> Path:
-        return Path((*self.parts, name), self.in_list)
+    def child(self, name: str, given: str | None = None) -> Path:
+        return Path((*self.parts, name), self.in_list, (*self.given, name if given is None else given))
 
     def element(self) -> Path:
-        return Path((*self.parts, "element"), True)
+        return Path((*self.parts, "element"), True, self.given)
 
     @property
     def name(self) -> str:
         return ".".join(self.parts)
-
-    @property
-    def json_path(self) -> str:
-        return "$." + ".".join(self.parts)
 
 
 @dataclass
@@ -83,6 +83,8 @@ class Evolution:
     """What one batch changes in one table's schema, and which fields it refuses."""
 
     added: list[tuple[Path, DataType]] = field(default_factory=list)
+    #: the comment of an added field whose name was sanitized (the producer's name)
+    comments: dict[Path, str] = field(default_factory=dict)
     widened: list[tuple[Path, DataType, DataType]] = field(default_factory=list)
     optional: list[Path] = field(default_factory=list)
     rejected: list[tuple[Path, str]] = field(default_factory=list)  # (field, error class)
@@ -146,7 +148,7 @@ def _clean(t: DataType) -> DataType | None:
     if isinstance(t, NullType):
         return None
     if isinstance(t, StructType):
-        fields = [StructField(f.name, c, True) for f in t.fields if (c := _clean(f.dataType)) is not None]
+        fields = [StructField(f.name, c, True, f.metadata) for f in t.fields if (c := _clean(f.dataType)) is not None]
         return StructType(fields) if fields else None
     if isinstance(t, ArrayType):
         e = _clean(t.elementType)
@@ -156,7 +158,7 @@ def _clean(t: DataType) -> DataType | None:
 
 def _bad_name(t: DataType) -> bool:
     if isinstance(t, StructType):
-        return any(not COLUMN_RE.fullmatch(f.name) or _bad_name(f.dataType) for f in t.fields)
+        return any(names.problem(f.name) is not None or _bad_name(f.dataType) for f in t.fields)
     if isinstance(t, ArrayType):
         return _bad_name(t.elementType)
     return False
@@ -173,10 +175,11 @@ def _one_spelling(path: Path, t: DataType, evo: Evolution) -> DataType:
         return t
     kept: dict[str, StructField] = {}
     for f in sorted(t.fields, key=lambda x: (x.name != x.name.lower(), x.name)):
+        here = path.child(f.name, names.original(f))
         if f.name.lower() in kept:
-            evo.rejected.append((path.child(f.name), "ambiguous_field"))
+            evo.rejected.append((here, "ambiguous_field"))
             continue
-        kept[f.name.lower()] = StructField(f.name, _one_spelling(path.child(f.name), f.dataType, evo), f.nullable)
+        kept[f.name.lower()] = StructField(f.name, _one_spelling(here, f.dataType, evo), f.nullable, f.metadata)
     order = {f.name: i for i, f in enumerate(t.fields)}
     return StructType(sorted(kept.values(), key=lambda f: order[f.name]))
 
@@ -185,19 +188,21 @@ def diff(table: StructType, inferred: StructType, max_columns: int) -> Evolution
     """What ``inferred`` records need from ``table`` (see the module docstring)."""
     evo = Evolution()
     budget = [max_columns - _count_fields(table)]
-    _walk_struct(Path(()), table, inferred, evo, budget)
+    _walk_struct(Path(()), table, inferred, evo, budget, names.schema_dotted_names(table))
     return evo
 
 
-def _walk_struct(path: Path, have: StructType, seen: StructType, evo: Evolution, budget: list[int]) -> None:
+def _walk_struct(path: Path, have: StructType, seen: StructType, evo: Evolution, budget: list[int],
+                 dotted: set[str]) -> None:
+    """``dotted``: every dotted name of the table and of the fields added so far (lower case)."""
     by_name = {f.name: f for f in have.fields}
     taken = {f.name.lower() for f in have.fields}  # names already used, ignoring case
     for f in have.fields:
         if not f.nullable:
-            evo.required.append(path.child(f.name))
+            evo.required.append(path.child(f.name, names.original(f)))
     # Lower-case spellings first: of two new names equal ignoring case, the lower-case one is added.
     for f in sorted(seen.fields, key=lambda x: (x.name != x.name.lower(), x.name)):
-        here = path.child(f.name)
+        here = path.child(f.name, names.original(f))
         if f.name not in by_name:
             t = _clean(f.dataType)
             if t is None:
@@ -208,26 +213,34 @@ def _walk_struct(path: Path, have: StructType, seen: StructType, evo: Evolution,
             if f.name.lower() in taken:
                 evo.rejected.append((here, "ambiguous_field"))
                 continue
-            if not COLUMN_RE.fullmatch(f.name) or _bad_name(t):
+            if names.problem(f.name) is not None or _bad_name(t):
                 evo.rejected.append((here, "invalid_field"))
                 continue
             t = _one_spelling(here, t, evo)
+            mine = names.dotted_names(here.name, t)
+            if mine & dotted:  # e.g. a top-level "service.name" beside a struct "service" with "name"
+                evo.rejected.append((here, "ambiguous_field"))
+                continue
             n = 1 + _count_fields(t)
             if n > budget[0]:
                 evo.rejected.append((here, "schema_limit"))
                 continue
             budget[0] -= n
             taken.add(f.name.lower())
+            dotted |= mine
             evo.added.append((here, t))
+            if names.original(f) != f.name:
+                evo.comments[here] = names.ORIGINAL + names.original(f)
             continue
-        _walk_type(here, by_name[f.name].dataType, f.dataType, evo, budget)
+        _walk_type(here, by_name[f.name].dataType, f.dataType, evo, budget, dotted)
 
 
-def _walk_type(path: Path, have: DataType, seen: DataType, evo: Evolution, budget: list[int]) -> None:
+def _walk_type(path: Path, have: DataType, seen: DataType, evo: Evolution, budget: list[int],
+               dotted: set[str]) -> None:
     if isinstance(have, StructType) and isinstance(seen, StructType):
-        _walk_struct(path, have, seen, evo, budget)
+        _walk_struct(path, have, seen, evo, budget, dotted)
     elif isinstance(have, ArrayType) and isinstance(seen, ArrayType):
-        _walk_type(path.element(), have.elementType, seen.elementType, evo, budget)
+        _walk_type(path.element(), have.elementType, seen.elementType, evo, budget, dotted)
     elif isinstance(have, FloatType) and isinstance(seen, DoubleType):
         evo.widened.append((path, have, DoubleType()))
     elif isinstance(have, IntegerType) and isinstance(seen, LongType) and not path.in_list:
@@ -248,22 +261,25 @@ def check_values(rows: DataFrame, evo: Evolution, text: Column | None = None) ->
     if not (evo.int_candidates or evo.decimal_candidates or required or strings):
         return
     text = F.col("value").cast("string") if text is None else text
+    values = names.field_texts(text, [*(evo.added[i][0].given for i in strings),
+                                      *(p.given for p in evo.int_candidates),
+                                      *(p.given for p, _ in evo.decimal_candidates), *(p.given for p in required)])
     aggs: list[Column] = []
     for j, i in enumerate(strings):
-        name = evo.added[i][0].parts[0]
+        name = evo.added[i][0].given[0]
         def kind(t: DataType, name: str = name) -> Column:
             return F.from_json(text, StructType([StructField(name, t, True)]))[name].isNotNull()
-        aggs += [F.count_if(F.get_json_object(text, f"$.{name}").isNotNull()).alias(f"s_all{j}"),
+        aggs += [F.count_if(values[(name,)].isNotNull()).alias(f"s_all{j}"),
                  F.count_if(kind(DoubleType())).alias(f"s_num{j}"), F.count_if(kind(LongType())).alias(f"s_int{j}"),
                  F.count_if(kind(BooleanType())).alias(f"s_bool{j}")]
     for i, p in enumerate(evo.int_candidates):
-        v = F.get_json_object(text, p.json_path).try_cast("long")
+        v = values[p.given].try_cast("long")
         aggs += [F.min(v).alias(f"imin{i}"), F.max(v).alias(f"imax{i}")]
     for i, (p, _) in enumerate(evo.decimal_candidates):
-        v = F.get_json_object(text, p.json_path).try_cast("double")
+        v = values[p.given].try_cast("double")
         aggs.append(F.max(F.abs(v)).alias(f"dmax{i}"))
     for i, p in enumerate(required):
-        aggs.append(F.count_if(F.get_json_object(text, p.json_path).isNull()).alias(f"null{i}"))
+        aggs.append(F.count_if(values[p.given].isNull()).alias(f"null{i}"))
     r = rows.agg(*aggs).first()
     assert r is not None
     for i, p in enumerate(evo.int_candidates):
@@ -304,14 +320,15 @@ def _majority(present: int, numbers: int, integers: int, booleans: int) -> DataT
 
 
 # -- apply --------------------------------------------------------------------------------------
-def _partial(schema: StructType, added: list[tuple[Path, DataType]]) -> StructType:
+def _partial(schema: StructType, added: list[tuple[Path, DataType]], comments: dict[Path, str]) -> StructType:
     """Only the parent chains of the added fields, with the table's own nullability on parents."""
     root: dict[str, Any] = {}
+    docs: dict[tuple[str, ...], str] = {p.parts: c for p, c in comments.items()}
     for p, dt in added:
         node = root
         for part in p.parts[:-1]:
             node = node.setdefault(part, {})
-        node[p.parts[-1]] = dt
+        node[p.parts[-1]] = (dt, docs.get(p.parts))
 
     def build(have: DataType, node: dict[str, Any]) -> DataType:
         if isinstance(have, ArrayType):
@@ -324,7 +341,8 @@ def _partial(schema: StructType, added: list[tuple[Path, DataType]]) -> StructTy
                 parent = by_name[name]
                 fields.append(StructField(name, build(parent.dataType, sub), parent.nullable))
             else:
-                fields.append(StructField(name, sub, True))
+                dt, doc = sub
+                fields.append(StructField(name, dt, True, {"comment": doc} if doc else None))
         return StructType(fields)
 
     out = build(schema, root)
@@ -344,7 +362,7 @@ def apply(spark: SparkSession, table: str, schema: StructType, evo: Evolution, a
     util = jvm.org.apache.iceberg.spark.SparkSchemaUtil
     additions = None
     if evo.added:
-        partial = _partial(schema, evo.added)
+        partial = _partial(schema, evo.added, evo.comments)
         additions = util.convert(jvm.org.apache.spark.sql.types.DataType.fromJson(partial.json()))
     last: Exception | None = None
     for _ in range(attempts):

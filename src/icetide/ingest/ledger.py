@@ -80,10 +80,26 @@ class Ledger:
     # -- watermarks -------------------------------------------------------------------------
     def watermark(self, table: str) -> Watermark | None:
         if table not in self._watermarks:
-            self._watermarks[table] = (
-                read_watermark(self.spark, table, self.cfg.name) if table_exists(self.spark, table) else None
-            )
+            wm = read_watermark(self.spark, table, self.cfg.name) if table_exists(self.spark, table) else None
+            self._watermarks[table] = self._adopted(table, wm)
         return self._watermarks[table]
+
+    def _adopted(self, table: str, own: Watermark | None) -> Watermark | None:
+        """``own`` folded with the offsets of ``source.adopt_offsets_from`` (a renamed pipeline
+        resumes where its old name stopped). The fence still expects this pipeline's own newest
+        commit: the old name's commits are not this pipeline's."""
+        old = self.cfg.source.adopt_offsets_from
+        if old is None or (own is not None and own.source == "snapshot" and own.run == self.run_id):
+            return own
+        theirs = read_watermark(self.spark, table, old) if table_exists(self.spark, table) else None
+        if theirs is None:
+            return own
+        if own is None:
+            return Watermark(offsets=dict(theirs.offsets), batch=theirs.batch, batch_ranges=theirs.batch_ranges,
+                             committed_at_ms=theirs.committed_at_ms, kafka_ts_max=theirs.kafka_ts_max,
+                             source="property")
+        own.fold(theirs.offsets)
+        return own
 
     def created(self, table: str) -> None:
         """``table`` was just created: it is empty, nothing to read."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -21,7 +21,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 from icetide.config.base import STREAMING_TABLE_DEFAULTS, TRANSFORM_RE
 from icetide.config.models import PipelineConfig
 from icetide.errors import ConfigError
-from icetide.ingest import cdc, decode, evolution, refused, routing, shapes
+from icetide.ingest import cdc, decode, evolution, names, refused, routing, shapes
 from icetide.ingest.ledger import Ledger
 from icetide.lake.tables import create_table, empty_frame, ensure_namespace, ensure_table, list_tables, table_exists
 
@@ -152,6 +152,8 @@ class Preparer:
         self.inferred = sorted(infer_for)
         texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
         inferred = evolution.infer(self.spark, rows, routing.TABLE, infer_for, texts) if infer_for else {}
+        if t.field_names == "sanitize":
+            inferred = {x: cast(StructType, names.sanitized_type(s)) for x, s in inferred.items()}
         out = Prepared([], [], {})
         for ns in sorted({x.split(".")[0] for x in new}):  # once, before tables are created in parallel
             ensure_namespace(self.spark, self.catalog, ns)
@@ -211,7 +213,8 @@ class Preparer:
             evo = evolution.diff(StructType([]), inferred, self.cfg.target.max_columns)
             if rows is not None:
                 evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo, self._row_text(table))
-            schema = StructType([StructField(p.parts[0], dt, True) for p, dt in evo.added])
+            schema = StructType([StructField(p.parts[0], dt, True, {"comment": evo.comments[p]}
+                                             if p in evo.comments else None) for p, dt in evo.added])
         have = {f.name: f.dataType for f in schema.fields}
         for transform in policy.partition_by:
             m = TRANSFORM_RE.fullmatch(transform)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from icetide.ingest import names
 from icetide.ingest.checks import RESERVED_PREFIXES
-from icetide.ingest.evolution import Evolution, Path
+from icetide.ingest.evolution import Evolution
 
 
 def rejected_condition(evo: Evolution) -> Column | None:
@@ -16,23 +17,26 @@ def rejected_condition(evo: Evolution) -> Column | None:
     if not evo.rejected:
         return None
     text = F.col("value").cast("string")
+    nested = sorted({p.given[:-1] for p, _ in evo.rejected if not p.in_list and len(p.given) > 1})
+    parents = names.field_texts(text, nested)
     result: Column | None = None
     for p, cls in evo.rejected:
-        name = p.parts[-1]
+        name = p.given[-1]
         if p.in_list:
             quoted = name.replace("\\E", "\\E\\\\E\\Q")
             hit = text.rlike('"\\Q' + quoted + '\\E"\\s*:')
         else:
-            parent = text if len(p.parts) == 1 else F.get_json_object(text, Path(p.parts[:-1]).json_path)
+            parent = text if len(p.given) == 1 else parents[p.given[:-1]]
             hit = F.coalesce(F.array_contains(F.json_object_keys(parent), F.lit(name)), F.lit(False))
         result = F.when(hit, F.lit(cls)) if result is None else result.when(hit, F.lit(cls))
     return result
 
 
 _WHY = {
-    "invalid_field": "names must match [A-Za-z_][A-Za-z0-9_]{0,127}",
+    "invalid_field": f"a name must not be empty, hold control characters or exceed {names.MAX_LENGTH} characters",
     "ambiguous_field": "equal ignoring case to a column the table has (Spark and Iceberg resolve names "
-                       "ignoring case)",
+                       "ignoring case), or its dotted form equals another column's path (a top-level "
+                       "'a.b' beside 'b' inside 'a')",
     "reserved_field": f"top-level names starting with {', '.join(RESERVED_PREFIXES)} are icetide's",
 }
 

@@ -62,7 +62,10 @@ class BatchWriter:
     """Callable passed to ``DataStreamWriter.foreachBatch``."""
 
     def __init__(self, spark: SparkSession, cfg: PipelineConfig, run_id: str,
-                 on_commit: Callable[[str, Watermark], None] | None = None) -> None:
+                 on_commit: Callable[[str, Watermark], None] | None = None,
+                 on_gap: Callable[[int, dict[str, list[int]]], None] | None = None) -> None:
+        """``on_gap(batch, {"topic[p]": [from, to)})``: Kafka deleted records before a batch read them."""
+        self.on_gap = on_gap
         self.spark = spark
         self.cfg = cfg
         self.run_id = run_id
@@ -132,6 +135,8 @@ class BatchWriter:
         if result is not None:
             result.lost = {f"{t}[{p}]": [a, b] for (t, p), (a, b) in self._lost.items()}
             self.counters.add(result)
+            if result.lost and self.on_gap is not None:
+                self.on_gap(batch_id, result.lost)
             log.info(json.dumps(result.as_event(self.cfg.name)))
             self._batch_log.append(result)
         faults.point("after_batch_before_checkpoint", str(batch_id))

@@ -67,9 +67,9 @@ def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int]) -
     return json.dumps(out, sort_keys=True)
 
 
-def low_watermarks(src: KafkaSource, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+def low_watermarks(src: KafkaSource, tps: list[TopicPartition], timeout: float = 10) -> dict[TopicPartition, int]:
     """Oldest offset Kafka still retains, per partition."""
-    return _watermarks(src, tps, 0)
+    return _watermarks(src, tps, 0, timeout)
 
 
 def high_watermarks(src: KafkaSource, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -128,7 +128,8 @@ class RetentionProbe:
                 self._consumer = None
 
 
-def _watermarks(src: KafkaSource, tps: list[TopicPartition], which: int) -> dict[TopicPartition, int]:
+def _watermarks(src: KafkaSource, tps: list[TopicPartition], which: int, timeout: float = 10
+                ) -> dict[TopicPartition, int]:
     if not tps:
         return {}
     from confluent_kafka import Consumer
@@ -137,7 +138,7 @@ def _watermarks(src: KafkaSource, tps: list[TopicPartition], which: int) -> dict
     c = Consumer({**client_conf(src), "group.id": "icetide-offset-probe", "log_level": 0,
                   "enable.auto.commit": False})
     try:
-        return {(t, p): int(c.get_watermark_offsets(KafkaTopicPartition(t, p), timeout=10)[which])
+        return {(t, p): int(c.get_watermark_offsets(KafkaTopicPartition(t, p), timeout=timeout)[which])
                 for t, p in tps}
     finally:
         c.close()

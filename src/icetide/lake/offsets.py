@@ -351,3 +351,18 @@ def pipeline_watermarks(reader: MetaReader, cfg: PipelineConfig) -> dict[str, Wa
             if wm is not None:
                 out[f"{reader.catalog}.{name}"] = wm
     return out
+
+
+def pipelines_on(props: dict[str, str], snapshots: list[Snapshot]) -> dict[str, Watermark]:
+    """Every pipeline that holds offsets in a table (its mirror or tagged ancestors), by name."""
+    names = {k[len(PROPERTY_PREFIX):] for k in props if k.startswith(PROPERTY_PREFIX)}
+    names |= {s.summary[K_PIPELINE] for s in snapshots if K_PIPELINE in s.summary and s.ancestry is not None}
+    out = {}
+    for p in sorted(names):
+        try:
+            wm = watermark_from(props, snapshots, p)
+        except Exception:
+            continue
+        if wm is not None:
+            out[p] = wm
+    return out

@@ -1,0 +1,170 @@
+"""Field names as producers write them: which a table can hold, and reading a field's value by name.
+
+Invariant: a record's field name is kept as the producer wrote it (``user-agent``, ``service.name``,
+``Order Id``, ``2fa``, ``größe``) and never reaches SQL text: columns are addressed through
+DataFrame APIs by exact name, JSON values through :func:`field_texts` (``from_json`` with a schema,
+never a JSON-path string). Refused are only names no engine can hold (:func:`problem`): empty, with
+control characters, or longer than :data:`MAX_LENGTH`; and (in evolution) names equal ignoring case
+to another at the same level, or whose dotted form equals another column's path
+(:func:`dotted_names`: Iceberg resolves ``a.b`` to a top-level ``a.b`` and to ``b`` inside ``a``
+alike).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructField, StructType
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+MAX_LENGTH = 255
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: A column whose name ``target.field_names: sanitize`` changed keeps the producer's name in its comment
+#: (Iceberg's column doc) after this prefix: what the records are read by.
+ORIGINAL = "icetide original name: "
+
+
+def problem(name: str) -> str | None:
+    """Why no engine can hold ``name`` as a column name (None: it can)."""
+    if not name:
+        return "the name is empty"
+    if len(name) > MAX_LENGTH:
+        return f"the name is longer than {MAX_LENGTH} characters"
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in name):
+        return "the name holds a control character"
+    return None
+
+
+def sanitize(name: str) -> str:
+    """``target.field_names: sanitize``: ``name`` as an ASCII identifier ``[A-Za-z_][A-Za-z0-9_]*``,
+    the way Iceberg's own ``AvroSchemaUtil.sanitize`` does it: a name that is one already is kept; in
+    others every other character becomes ``_x`` and its code point in upper-case hex, and a leading
+    digit gets a ``_`` before it (``user-agent`` → ``user_x2Dagent``, ``service.name`` →
+    ``service_x2Ename``, ``2fa`` → ``_2fa``, ``größe`` → ``gr_xF6_xDFe``). Two names that map to one
+    are the same column name ignoring case to evolution, so the second is refused, never merged."""
+    if _IDENTIFIER.fullmatch(name):
+        return name
+    out = []
+    for i, ch in enumerate(name):
+        if ch == "_" or (ch.isascii() and ch.isalpha()) or (ch.isascii() and ch.isdigit() and i > 0):
+            out.append(ch)
+        elif ch.isascii() and ch.isdigit():
+            out.append(f"_{ch}")
+        else:
+            out.append(f"_x{ord(ch):X}")
+    return "".join(out)
+
+
+def original(field: StructField) -> str:
+    """The name records give a column: the producer's name a sanitized column keeps in its comment."""
+    comment = (field.metadata or {}).get("comment")
+    if isinstance(comment, str) and comment.startswith(ORIGINAL):
+        return comment[len(ORIGINAL):]
+    return field.name
+
+
+def sanitized_type(t: DataType) -> DataType:
+    """``t`` (an inferred record type) with every struct field name sanitized; a renamed field keeps
+    the producer's name in its comment (:data:`ORIGINAL`)."""
+    if isinstance(t, StructType):
+        fields = []
+        for f in t.fields:
+            name = sanitize(f.name)
+            meta = {**(f.metadata or {}), "comment": ORIGINAL + f.name} if name != f.name else f.metadata
+            fields.append(StructField(name, sanitized_type(f.dataType), f.nullable, meta))
+        return StructType(fields)
+    if isinstance(t, ArrayType):
+        return ArrayType(sanitized_type(t.elementType), t.containsNull)
+    if isinstance(t, MapType):
+        return MapType(t.keyType, sanitized_type(t.valueType), t.valueContainsNull)
+    return t
+
+
+def record_type(t: DataType) -> DataType:
+    """A table's type as the records spell it (the producer's names of sanitized columns): what
+    ``from_json`` reads them with, before the result is cast back to the table's names."""
+    if isinstance(t, StructType):
+        return StructType([StructField(original(f), record_type(f.dataType), f.nullable) for f in t.fields])
+    if isinstance(t, ArrayType):
+        return ArrayType(record_type(t.elementType), t.containsNull)
+    if isinstance(t, MapType):
+        return MapType(t.keyType, record_type(t.valueType), t.valueContainsNull)
+    return t
+
+
+def renamed(t: DataType) -> bool:
+    """Whether any field of ``t`` is read from records under another name."""
+    if isinstance(t, StructType):
+        return any(original(f) != f.name or renamed(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return renamed(t.elementType)
+    if isinstance(t, MapType):
+        return renamed(t.valueType)
+    return False
+
+
+def dotted_names(prefix: str, t: DataType) -> set[str]:
+    """The lower-cased dotted names Iceberg indexes for a field named ``prefix`` of type ``t``: its
+    own, every nested field's (``a.b``), and for lists and maps both the long form
+    (``a.element.b``, ``m.value.b``) and the short one (``a.b``)."""
+    out = {prefix.lower()}
+    if isinstance(t, StructType):
+        for f in t.fields:
+            out |= dotted_names(f"{prefix}.{f.name}", f.dataType)
+    elif isinstance(t, ArrayType):
+        out |= dotted_names(f"{prefix}.element", t.elementType)
+        out |= {n for n in dotted_names(prefix, t.elementType) if n != prefix.lower()}
+    elif isinstance(t, MapType):
+        out |= dotted_names(f"{prefix}.key", t.keyType) | dotted_names(f"{prefix}.value", t.valueType)
+        out |= {n for n in dotted_names(prefix, t.valueType) if n != prefix.lower()}
+    return out
+
+
+def schema_dotted_names(schema: StructType) -> set[str]:
+    out: set[str] = set()
+    for f in schema.fields:
+        out |= dotted_names(f.name, f.dataType)
+    return out
+
+
+def _tree(paths: Iterable[tuple[str, ...]]) -> StructType:
+    """A struct of strings with one leaf per path (the paths are prefix-free)."""
+    root: dict[str, dict] = {}  # type: ignore[type-arg]
+    for p in paths:
+        node = root
+        for part in p:
+            node = node.setdefault(part, {})
+
+    def build(node: dict) -> StructType:  # type: ignore[type-arg]
+        return StructType([StructField(k, build(v) if v else StringType(), True) for k, v in node.items()])
+
+    return build(root)
+
+
+def field_texts(text: Column, paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], Column]:
+    """Each path's value in the JSON ``text`` as text (numbers and booleans as written, objects as
+    JSON; null when missing, null, or under a non-object), from one ``from_json`` for all of them.
+    Names are matched exactly (case included), whatever characters they hold."""
+    from pyspark.sql import functions as F
+
+    if not paths:
+        return {}
+    # each parse reads a prefix-free group of paths (a path that is a prefix of another, rare, is
+    # read as its own leaf by a later parse): no value is lost to a parent being a struct
+    out: dict[tuple[str, ...], Column] = {}
+    left = list(dict.fromkeys(paths))
+    while left:
+        group = [p for p in left if not any(q != p and q[:len(p)] == p for q in left)]
+        parsed = F.from_json(text, _tree(group))
+        for p in group:
+            c = parsed
+            for part in p:
+                c = c.getField(part)
+            out[p] = c
+        left = [p for p in left if p not in group]
+    return out
