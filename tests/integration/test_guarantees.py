@@ -54,20 +54,21 @@ def test_item1_a_tie_on_the_ordering_goes_to_the_later_change_across_batches(  #
     topic, table = unique("tie"), f"it.{unique('tie')}"
     create_topic(kafka.bootstrap, topic, 1)
     cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"ordering": "version"})
+    _edit(cfg, source={"max_offsets_per_trigger": 2})  # a batch boundary after every second change
     _send(kafka.bootstrap, topic, {"id": 1, "name": "A", "balance": 1.0, "op": "insert", "version": 5},
-          {"id": 2, "name": "x", "balance": 2.0, "op": "insert", "version": 5})
-    run_in_process(spark, cfg)
-    # batch N+1: the same ordering value again (ts_ms repeated within a millisecond)
-    _send(kafka.bootstrap, topic, {"id": 1, "name": "B", "balance": 1.0, "op": "update", "version": 5},
-          {"id": 2, "name": "x", "balance": 2.0, "op": "delete", "version": 5})
-    run_in_process(spark, cfg)
-    assert _rows(spark, table, "id", "name") == {1: "B"}
-    # a re-insert with the delete's ordering, later in Kafka, is newer than the tombstone
-    _send(kafka.bootstrap, topic, {"id": 2, "name": "again", "balance": 3.0, "op": "insert", "version": 5})
-    run_in_process(spark, cfg)
-    assert _rows(spark, table, "id", "name") == {1: "B", 2: "again"}
+          {"id": 2, "name": "x", "balance": 2.0, "op": "insert", "version": 5},
+          # batch N+1: the same ordering value again (ts_ms repeated within a millisecond)
+          {"id": 1, "name": "B", "balance": 1.0, "op": "update", "version": 5},
+          {"id": 2, "name": "x", "balance": 2.0, "op": "delete", "version": 5},
+          # batch N+2: a re-insert with the delete's ordering, later in Kafka, is newer than the tombstone
+          {"id": 2, "name": "again", "balance": 3.0, "op": "insert", "version": 5},
+          {"id": 3, "name": "c", "balance": 3.0, "op": "insert", "version": 1})
+    runner = run_in_process(spark, cfg)
+    assert runner.writer.counters.batches == 3
+    assert _rows(spark, table, "id", "name") == {1: "B", 2: "again", 3: "c"}
+    assert {r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}_tombstones").collect()} == {2}
     # every row carries the position that decided it (offset, partition)
-    assert _rows(spark, table, "id", "_cdc_position.offset") == {1: 2, 2: 4}
+    assert _rows(spark, table, "id", "_cdc_position.offset") == {1: 2, 2: 4, 3: 5}
 
 
 def test_item2_a_stale_run_cannot_resurrect_a_key_another_run_deleted(  # type: ignore[no-untyped-def]
@@ -110,13 +111,12 @@ def test_item3_debezium_values_widen_an_int_column(kafka, spark, lake, tmp_path)
         return {"before": None, "after": {"id": key, "name": f"n{key}", "qty": qty}, "op": "c",
                 "ts_ms": 1795600000000, "source": {"lsn": lsn}}
 
-    _send(kafka.bootstrap, topic, change(1, 7, 1))
-    run_in_process(spark, cfg)
-    _send(kafka.bootstrap, topic, change(2, 3_000_000_000, 2))
+    _edit(cfg, source={"max_offsets_per_trigger": 1})  # the second change comes in a batch of its own
+    _send(kafka.bootstrap, topic, change(1, 7, 1), change(2, 3_000_000_000, 2))
     runner = run_in_process(spark, cfg)
     assert spark.table(f"icetide.{table}").schema["qty"].dataType.simpleString() == "bigint"
     assert _rows(spark, table, "id", "qty") == {1: 7, 2: 3_000_000_000}
-    assert (runner.writer.counters.records, runner.writer.counters.dead_letters) == (1, 0)
+    assert (runner.writer.counters.batches, runner.writer.counters.dead_letters) == (2, 0)
 
 
 # -- fencing, markers, ledger ----------------------------------------------------------------------
@@ -317,12 +317,15 @@ def test_item12_field_names_are_kept_as_producers_write_them(kafka, spark, lake,
     path = tmp_path / "names.yaml"
     raw = pipeline_dict(kafka, lake, tmp_path, topic, table)
     raw["target"] = {"table": table}  # the schema comes from the records
+    raw["source"]["max_offsets_per_trigger"] = 6  # the first six records make the table, then the rest
     path.write_text(yaml.safe_dump(raw))
     first = [{"id": f"r{i}", "user-agent": "curl/8.5", "service.name": "checkout", "Order Id": 100 + i, "2fa": True,
               "größe": 1.5, "attributes": {"http.status_code": 200}, "re-tries": i} for i in range(5)]
     first.append({"id": "r5", "re-tries": "many"})  # one outlier: the column stays a number
-    send(kafka.bootstrap, topic, [dumps(r) for r in first])
-    runner = run_in_process(spark, path)
+    # later: a struct whose path equals the dotted column, and a name with a control character
+    later = [{"id": "r6", "service": {"name": "x"}}, {"id": "r7", "bell\u0007": 1}, {"id": "r8", "user-agent": "wget"}]
+    send(kafka.bootstrap, topic, [dumps(r) for r in [*first, *later]])
+    run_in_process(spark, path)
     fq = f"icetide.{table}"
     df = spark.table(fq)
     want = {"user-agent": "string", "service.name": "string", "Order Id": "bigint", "2fa": "boolean",
@@ -331,15 +334,9 @@ def test_item12_field_names_are_kept_as_producers_write_them(kafka, spark, lake,
     got = {r[0]: r[1:] for r in df.select("id", "user-agent", "`service.name`", "Order Id", "größe",
                                           F.col("attributes").getField("http.status_code"), "re-tries").collect()}
     assert got["r3"] == ("curl/8.5", "checkout", 103, 1.5, 200, 3)
-    assert runner.writer.counters.dead_letters == 1
-    # later: a struct whose path equals the dotted column, and a name with a control character
-    send(kafka.bootstrap, topic, [dumps({"id": "r6", "service": {"name": "x"}}), dumps({"id": "r7", "bell\u0007": 1}),
-                                  dumps({"id": "r8", "user-agent": "wget"})])
-    runner = run_in_process(spark, path)
     classes = {r[0]: r[1] for r in spark.sql(f"SELECT error_class, count(*) FROM {fq}_dlq GROUP BY 1").collect()}
     assert classes == {"type_mismatch": 1, "ambiguous_field": 1, "invalid_field": 1}
     assert "service" not in spark.table(fq).columns
-    spark.catalog.refreshTable(fq)
     assert spark.table(fq).where(F.col("id") == "r8").select("user-agent").first()[0] == "wget"
 
 
@@ -352,14 +349,14 @@ def test_item12_sanitize_maps_names_to_identifiers_and_keeps_the_producers_name(
     path = tmp_path / "sane.yaml"
     raw = pipeline_dict(kafka, lake, tmp_path, topic, table)
     raw["target"] = {"table": table, "field_names": "sanitize"}
+    raw["source"]["max_offsets_per_trigger"] = 3
     path.write_text(yaml.safe_dump(raw))
     send(kafka.bootstrap, topic, [dumps({"id": f"r{i}", "user-agent": "curl", "2fa": True,
-                                         "attributes": {"service.name": "api"}}) for i in range(3)])
-    run_in_process(spark, path)
-    # a later batch adds a sanitized column to the table and still reads the earlier ones
-    send(kafka.bootstrap, topic, [dumps({"id": "r3", "user-agent": "wget", "größe": 2.5,
-                                         "attributes": {"service.name": "web"}})])
+                                         "attributes": {"service.name": "api"}}) for i in range(3)]
+         # a later batch adds a sanitized column to the table and still reads the earlier ones
+         + [dumps({"id": "r3", "user-agent": "wget", "größe": 2.5, "attributes": {"service.name": "web"}})])
     runner = run_in_process(spark, path)
+    assert runner.writer.counters.batches == 2
     fq = f"icetide.{table}"
     spark.catalog.refreshTable(fq)
     df = spark.table(fq)

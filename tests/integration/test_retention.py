@@ -98,7 +98,8 @@ def test_a_cycle_expires_old_snapshots_of_the_log_it_appends_to(spark, kafka, la
     assert spark.sql(f"SELECT count(*) FROM {log_table} WHERE table_name LIKE 't%'").first()[0] == 3
 
 
-def test_tombstones_are_trimmed_past_the_cdc_horizon_only(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def _tombstone_pipeline(spark, kafka, lake, tmp_path) -> tuple[str, Path, str]:  # type: ignore[no-untyped-def]
+    """A CDC pipeline with a 7-day tombstone horizon and its (empty) tombstone table."""
     ns = unique("rtt")
     path = tmp_path / "t.yaml"
     raw = pipeline_dict(kafka, lake, tmp_path, "unused", f"{ns}.accounts",
@@ -107,10 +108,15 @@ def test_tombstones_are_trimmed_past_the_cdc_horizon_only(spark, kafka, lake, tm
     raw["target"] = {"table": f"{ns}.accounts", "schema": "id BIGINT, name STRING",
                      "cdc": {"primary_key": ["id"], "ordering": "version", "tombstone_horizon": "7 days"}}
     path.write_text(yaml.safe_dump(raw))
-    cfg = load_config(path)
     tomb = f"icetide.{ns}.accounts_tombstones"
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS icetide.{ns}")
     spark.sql(f"CREATE TABLE {tomb} (id BIGINT, _cdc_ordering BIGINT, _deleted_at TIMESTAMP) USING iceberg")
+    return ns, path, tomb
+
+
+def test_tombstones_are_trimmed_past_the_cdc_horizon_only(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ns, path, tomb = _tombstone_pipeline(spark, kafka, lake, tmp_path)
+    cfg = load_config(path)
     spark.sql(f"INSERT INTO {tomb} VALUES (1, 5, current_timestamp() - INTERVAL 10 DAYS), "
               f"(2, 6, current_timestamp() - INTERVAL 8 DAYS), (3, 7, current_timestamp() - INTERVAL 2 DAYS)")
     _, records = run_cycle(spark, cfg, [f"{ns}.accounts_tombstones"])
@@ -123,17 +129,7 @@ def test_item4_tombstone_horizon_runs_on_stream_time_not_the_wall_clock(  # type
         spark, kafka, lake, tmp_path) -> None:
     """#31 item 4: a pipeline catching up on a backlog a year old keeps its tombstones: only those
     older than the horizon before the newest delete it applied go (a wall clock would drop all)."""
-    ns = unique("rtb")
-    path = tmp_path / "t.yaml"
-    raw = pipeline_dict(kafka, lake, tmp_path, "unused", f"{ns}.accounts",
-                        health={"namespaces": [ns], "history_table": f"{ns}.health"},
-                        maintenance={"log_table": f"{ns}.maintenance", "policy": {"steps": ["expire_snapshots"]}})
-    raw["target"] = {"table": f"{ns}.accounts", "schema": "id BIGINT, name STRING",
-                     "cdc": {"primary_key": ["id"], "ordering": "version", "tombstone_horizon": "7 days"}}
-    path.write_text(yaml.safe_dump(raw))
-    tomb = f"icetide.{ns}.accounts_tombstones"
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS icetide.{ns}")
-    spark.sql(f"CREATE TABLE {tomb} (id BIGINT, _cdc_ordering BIGINT, _deleted_at TIMESTAMP) USING iceberg")
+    ns, path, tomb = _tombstone_pipeline(spark, kafka, lake, tmp_path)
     spark.sql(f"INSERT INTO {tomb} VALUES (1, 5, TIMESTAMP '2025-01-01 10:00:00'), "
               f"(2, 6, TIMESTAMP '2025-01-20 10:00:00'), (3, 7, TIMESTAMP '2025-01-25 10:00:00')")
     run_cycle(spark, load_config(path), [f"{ns}.accounts_tombstones"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructField, StructType
@@ -68,44 +68,38 @@ def original(field: StructField) -> str:
     return field.name
 
 
+def _rebuild(t: DataType, field: Callable[[StructField, DataType], StructField]) -> DataType:
+    """``t`` with every struct field (at any depth, in lists and map values too) replaced by
+    ``field(old, its rebuilt type)``."""
+    if isinstance(t, StructType):
+        return StructType([field(f, _rebuild(f.dataType, field)) for f in t.fields])
+    if isinstance(t, ArrayType):
+        return ArrayType(_rebuild(t.elementType, field), t.containsNull)
+    if isinstance(t, MapType):
+        return MapType(t.keyType, _rebuild(t.valueType, field), t.valueContainsNull)
+    return t
+
+
 def sanitized_type(t: DataType) -> DataType:
     """``t`` (an inferred record type) with every struct field name sanitized; a renamed field keeps
     the producer's name in its comment (:data:`ORIGINAL`)."""
-    if isinstance(t, StructType):
-        fields = []
-        for f in t.fields:
-            name = sanitize(f.name)
-            meta = {**(f.metadata or {}), "comment": ORIGINAL + f.name} if name != f.name else f.metadata
-            fields.append(StructField(name, sanitized_type(f.dataType), f.nullable, meta))
-        return StructType(fields)
-    if isinstance(t, ArrayType):
-        return ArrayType(sanitized_type(t.elementType), t.containsNull)
-    if isinstance(t, MapType):
-        return MapType(t.keyType, sanitized_type(t.valueType), t.valueContainsNull)
-    return t
+    def field(f: StructField, inner: DataType) -> StructField:
+        name = sanitize(f.name)
+        return StructField(name, inner, f.nullable,
+                           {**(f.metadata or {}), "comment": ORIGINAL + f.name} if name != f.name else f.metadata)
+
+    return _rebuild(t, field)
 
 
 def record_type(t: DataType) -> DataType:
     """A table's type as the records spell it (the producer's names of sanitized columns): what
     ``from_json`` reads them with, before the result is cast back to the table's names."""
-    if isinstance(t, StructType):
-        return StructType([StructField(original(f), record_type(f.dataType), f.nullable) for f in t.fields])
-    if isinstance(t, ArrayType):
-        return ArrayType(record_type(t.elementType), t.containsNull)
-    if isinstance(t, MapType):
-        return MapType(t.keyType, record_type(t.valueType), t.valueContainsNull)
-    return t
+    return _rebuild(t, lambda f, inner: StructField(original(f), inner, f.nullable))
 
 
 def renamed(t: DataType) -> bool:
     """Whether any field of ``t`` is read from records under another name."""
-    if isinstance(t, StructType):
-        return any(original(f) != f.name or renamed(f.dataType) for f in t.fields)
-    if isinstance(t, ArrayType):
-        return renamed(t.elementType)
-    if isinstance(t, MapType):
-        return renamed(t.valueType)
-    return False
+    return record_type(t) != _rebuild(t, lambda f, inner: StructField(f.name, inner, f.nullable))
 
 
 def dotted_names(prefix: str, t: DataType) -> set[str]:
