@@ -174,6 +174,12 @@ def test_item6_in_flight_markers_are_per_run(spark) -> None:  # type: ignore[no-
     assert inflight.oldest(io, now) == now - 60_000  # the paused run's staged files stay protected
     inflight.clear(io, "orders", "run-paused")
     assert inflight.oldest(io, now) is None
+    # a run whose commit lands sweeps only the markers of writes that can no longer commit
+    inflight.mark(io, "orders", "run-crashed", now - 50_000, base=("run-a", 3))  # fenced once B committed
+    inflight.mark(io, "orders", "run-c", now - 40_000, base=("run-b", 8))  # read B's commit: may still land
+    inflight.mark(io, "other-pipeline", "run-x", now - 30_000, base=("run-a", 3))
+    assert inflight.sweep(io, "orders", "run-b", ("run-b", 8)) == ["run-crashed"]
+    assert inflight.oldest(io, now) == now - 40_000
 
 
 def test_item7_a_stopped_fenced_run_never_moves_the_mirror_backwards(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -260,6 +266,12 @@ def test_item9_records_kafka_deleted_while_the_pipeline_was_down(kafka, spark, l
     assert shown.returncode == 0, shown.stderr[-2000:]
     held = json.loads(shown.stdout)[f"icetide.{table}"]
     assert (held["kafka_oldest"], held["deleted_unread"]) == ({f"{topic}[0]": 150}, {f"{topic}[0]": 50})
+    # ... and the health figures: a metric and a critical reason (an alert) while the pipeline is down
+    from icetide.health.watch import collect_all
+
+    [health] = collect_all(spark, load_config(path), [table], alert=False)
+    assert (health.kafka_lag, health.kafka_deleted_unread) == (100, 50)
+    assert health.tier == "critical" and any(r.startswith("critical: Kafka deleted 50 records") for r in health.reasons)
     runner = run_in_process(spark, path)
     spark.catalog.refreshTable(f"icetide.{table}")
     ids = [r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()]

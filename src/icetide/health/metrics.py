@@ -39,6 +39,8 @@ TABLE_GAUGES: list[tuple[str, str, str]] = [
     ("commit_latency_ms", "commit_latency_ms", "icetide: commit time - batch planned time, newest commit"),
     ("freshness_ms", "freshness_ms", "icetide: commit time - newest Kafka timestamp, newest commit"),
     ("kafka_lag", "kafka_lag", "icetide: records in Kafka not yet in the table"),
+    ("kafka_deleted_unread", "kafka_deleted_unread",
+     "icetide: records Kafka deleted (retention) before the pipeline read them"),
     ("last_commit_timestamp_ms", "last_commit_ms", "Time of the newest snapshot"),
 ]
 PARTITION_GAUGES = [("data_files", "Data files"), ("small_files", "Small data files"),

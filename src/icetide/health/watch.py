@@ -23,10 +23,12 @@ def namespaces(cfg: PipelineConfig) -> list[str]:
 
 
 def add_kafka_lag(source: MetaReader | SparkSession, cfg: PipelineConfig, healths: list[TableHealth]) -> None:
-    """Records in Kafka not yet in each table, for the configured pipeline (if Kafka answers)."""
+    """Records in Kafka not yet in each table, for the configured pipeline (if Kafka answers), and of
+    those the ones Kafka already deleted (retention) before the pipeline read them: a critical
+    reason (so an alert) while the pipeline can still be started before more is lost."""
     from icetide.health.collector import watermarks
     from icetide.identifiers import TableRef
-    from icetide.ingest.source import high_watermarks, list_partitions
+    from icetide.ingest.source import high_watermarks, list_partitions, low_watermarks
 
     reader = as_reader(cfg, source)
     wanted = {h.table: watermarks(reader.properties(TableRef.parse(h.table, reader.catalog).short)).get(cfg.name)
@@ -37,6 +39,7 @@ def add_kafka_lag(source: MetaReader | SparkSession, cfg: PipelineConfig, health
     try:
         list_partitions(cfg.source, timeout=3)  # fail fast when Kafka is not reachable
         ends = high_watermarks(cfg.source, tps)
+        starts = low_watermarks(cfg.source, tps)
     except Exception as e:
         log.warning("kafka lag not computed: %s", e)
         return
@@ -44,6 +47,12 @@ def add_kafka_lag(source: MetaReader | SparkSession, cfg: PipelineConfig, health
         wm = wanted.get(h.table)
         if wm:
             h.kafka_lag = sum(max(0, ends[tp] - off) for tp, off in wm.offsets.items() if tp in ends)
+            h.kafka_deleted_unread = sum(max(0, starts[tp] - off) for tp, off in wm.offsets.items() if tp in starts)
+            if h.kafka_deleted_unread:
+                h.tier = "critical"  # whatever the layout's score: data is about to be lost
+                h.reasons.append(f"critical: Kafka deleted {h.kafka_deleted_unread} records of pipeline {cfg.name} "
+                                 "before it read them (retention); they are lost on its next batch "
+                                 "(source.on_data_loss)")
 
 
 def collect_all(source: MetaReader | SparkSession, cfg: PipelineConfig, tables: list[str] | None = None,

@@ -172,7 +172,7 @@ def position() -> Column:
 
 def latest_per_key(changes: DataFrame, cdc: CdcSettings) -> DataFrame:
     """The newest change per key in this batch, by (ordering, position); adds ``_cdc_position``."""
-    w = Window.partitionBy(*[F.col(_quote(k)) for k in cdc.primary_key]).orderBy(
+    w = Window.partitionBy(*[F.col(quote(k)) for k in cdc.primary_key]).orderBy(
         F.col(ORDERING).desc(), F.col("_kafka_offset").desc(), F.col("_kafka_partition").desc())
     return (changes.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") == 1).drop("_rn")
             .withColumn(POSITION, position()))
@@ -190,13 +190,13 @@ def deletes_over(ordering: Column, pos: Column, than_ordering: Column, than_pos:
     return newer(ordering, pos, than_ordering, than_pos) | ((ordering == than_ordering) & than_pos.isNull())
 
 
-def _quote(name: str) -> str:
+def quote(name: str) -> str:
     """A column or alias name as a quoted identifier part (any name a record can bring)."""
     return "`" + name.replace("`", "``") + "`"
 
 
 def _col(qualifier: str, name: str) -> Column:
-    return F.col(f"{_quote(qualifier)}.{_quote(name)}")
+    return F.col(f"{quote(qualifier)}.{quote(name)}")
 
 
 #: When the delete a tombstone remembers was produced (its Kafka timestamp): what
@@ -218,9 +218,9 @@ def not_buried(changes: DataFrame, tombstones: DataFrame | None, cdc: CdcSetting
         return changes
     pos = F.col(POSITION) if POSITION in tombstones.columns else F.lit(None).cast(POSITION_TYPE)
     keys = {k: f"_tb_{i}" for i, k in enumerate(cdc.primary_key)}
-    t = (tombstones.groupBy(*[F.col(_quote(k)).alias(a) for k, a in keys.items()])
+    t = (tombstones.groupBy(*[F.col(quote(k)).alias(a) for k, a in keys.items()])
          .agg(F.max(F.struct(F.col(ORDERING).alias("o"), pos.alias("p"))).alias("_tb")))
-    cond = [changes[_quote(k)].eqNullSafe(t[a]) for k, a in keys.items()]
+    cond = [changes[quote(k)].eqNullSafe(t[a]) for k, a in keys.items()]
     joined = changes.join(t, on=cond[0] if len(cond) == 1 else _and(cond), how="left")
     o, p = F.col(ORDERING), F.col(POSITION)
     tb_o, tb_p = F.col("_tb.o"), F.col("_tb.p")
@@ -244,7 +244,7 @@ def merge(source: DataFrame, target: str, qualifier: str, cdc: CdcSettings) -> N
     on = _and([_col(src, k) == _col(qualifier, k) for k in cdc.primary_key])
     args = (_col(src, ORDERING), _col(src, POSITION), _col(qualifier, ORDERING), _col(qualifier, POSITION))
     is_delete = _col(src, OP) == "delete"
-    assignments = {_quote(c): _col(src, c) for c in source.columns if c != OP}
+    assignments = {quote(c): _col(src, c) for c in source.columns if c != OP}
     (s.mergeInto(target, on)
      .whenMatched(is_delete & deletes_over(*args)).delete()
      .whenMatched(~is_delete & newer(*args)).update(assignments)

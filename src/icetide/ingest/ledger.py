@@ -74,6 +74,7 @@ class Ledger:
         self._mirror_every = interval_seconds(cfg.stream.watermark_mirror_interval)
         self._mirrored_at: dict[str, float] = {}
         self._unmirrored: dict[str, Watermark] = {}
+        self._swept: set[str] = set()  # tables whose other-run markers this run swept since its last failure
         self._fence_ok: bool | None = None
         self._jobs_ok: bool | None = None
 
@@ -111,6 +112,7 @@ class Ledger:
         another run has committed since, and the snapshot summaries still hold them."""
         self._watermarks.clear()
         self._unmirrored.clear()
+        self._swept.clear()
 
     def recent(self, table: str) -> int | None:
         """The last batch this run committed to ``table``."""
@@ -185,14 +187,26 @@ class Ledger:
         new.kafka_ts_max = ts_max
         self._watermarks[p.table] = new
         self._recent[p.table] = new.batch
+        if p.table not in self._swept:  # once per table per run, and again after any failure
+            self._swept.add(p.table)
+            try:
+                gone = inflight.sweep(self.table_io(p.table), self.cfg.name, self.run_id, (self.run_id, new.batch))
+                if gone:
+                    log.info("removed the in-flight markers of runs %s on %s: their commits can no longer land",
+                             gone, p.table)
+            except Exception as e:  # markers only ever hold cleanup back; never fail a committed batch
+                log.warning("could not sweep in-flight markers of %s: %s", p.table, str(e).splitlines()[0][:200])
         self._mirror(p.table, new)
         if self.on_commit is not None:
             self.on_commit(p.table, new)
 
     def mark(self, tables: list[str], since_ms: int) -> None:
-        """In-flight markers for writes about to start (qualified names)."""
+        """In-flight markers for writes about to start (qualified names), each with the base its
+        fenced commit expects (what :meth:`finish` of another run sweeps by)."""
         for t in tables:
-            inflight.mark(self.table_io(t), self.cfg.name, self.run_id, since_ms)
+            wm = self._watermarks.get(t)
+            inflight.mark(self.table_io(t), self.cfg.name, self.run_id, since_ms,
+                          wm.fence() if wm is not None else (None, -1))
 
     def clear(self, tables: list[str]) -> None:
         for t in tables:

@@ -285,7 +285,7 @@ class PerTable(Strategy):
                 self._dated[tomb_table] = cdc.DELETED_AT in self._with_position(tomb_table)
             when = [F.col("_kafka_timestamp").alias(cdc.DELETED_AT)] if self._dated[tomb_table] else []
             deletes = (cdc.latest_per_key(changes, policy.cdc).where(F.col(cdc.OP) == "delete")
-                       .select(*[F.col(cdc._quote(k)) for k in policy.cdc.primary_key], cdc.ORDERING, cdc.POSITION,
+                       .select(*[F.col(cdc.quote(k)) for k in policy.cdc.primary_key], cdc.ORDERING, cdc.POSITION,
                                *when))
             self.ledger.commit(tomb_table, deletes, lambda d: d, ctx.batch_id, ctx.ranges,
                                ctx.since_ms)

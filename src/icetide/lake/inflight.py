@@ -10,7 +10,8 @@ cleanup in *any* process (a standalone ``icetide maintain`` too) never deletes f
 the oldest live marker's ``since_ms``, so the data files of an uncommitted batch survive however
 short the age floor is. Markers are per run: two runs of one pipeline (a standby that took over
 while the first run was only paused) each keep their own, and a run clears only its own, so a
-paused run's staged files stay protected whatever the other run does. A marker older than
+paused run's staged files stay protected whatever the other run does, for as long as its commit
+could still land (:func:`sweep`). A marker older than
 ``STALE_AFTER_MS`` belongs to a writer that crashed; it no longer protects anything (the crashed
 batch's files are exactly what cleanup is for).
 """
@@ -45,14 +46,39 @@ def is_marker(path: str) -> bool:
     return f"/{FOLDER}/{PREFIX}" in path or f"/{LEGACY[0]}/{LEGACY[1]}" in path
 
 
-def mark(io: TableIO, pipeline: str, run: str, since_ms: int) -> None:
-    io.write(marker_path(io.location, pipeline, run),
-             json.dumps({"pipeline": pipeline, "run": run, "since_ms": since_ms}).encode())
+def mark(io: TableIO, pipeline: str, run: str, since_ms: int,
+         base: tuple[str | None, int] | None = None) -> None:
+    """``base``: the newest commit of the pipeline the write's fenced commit expects (run, batch)."""
+    body: dict[str, object] = {"pipeline": pipeline, "run": run, "since_ms": since_ms}
+    if base is not None:
+        body["base"] = list(base)
+    io.write(marker_path(io.location, pipeline, run), json.dumps(body).encode())
 
 
 def clear(io: TableIO, pipeline: str, run: str) -> None:
     """Remove this run's marker (never another run's)."""
     io.delete(marker_path(io.location, pipeline, run))
+
+
+def sweep(io: TableIO, pipeline: str, run: str, newest: tuple[str, int]) -> list[str]:
+    """After this run's commit ``newest`` (run, batch) landed: remove the markers of other runs of
+    the pipeline whose write expects another base. Their fenced commits can never land (the
+    pipeline's newest commit is now this one), so their files are garbage: a crashed run's marker
+    stops holding orphan cleanup back, and a paused run's is kept only while it could still commit.
+    Markers without a base (other versions) are left to go stale. Returns the removed runs."""
+    removed = []
+    for path in io.list_names(f"{io.location}/{FOLDER}", f"{PREFIX}{validate_pipeline(pipeline)}--"):
+        try:
+            raw = json.loads((io.read(path) or b"").decode())
+        except Exception:
+            continue
+        other, base = raw.get("run"), raw.get("base")
+        if other == run or raw.get("pipeline") != pipeline or not isinstance(base, list) or len(base) != 2:
+            continue
+        if (base[0], base[1]) != newest:
+            io.delete(path)
+            removed.append(str(other))
+    return removed
 
 
 def oldest(io: TableIO, now_ms: int | None = None) -> int | None:

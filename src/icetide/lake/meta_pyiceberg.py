@@ -92,10 +92,22 @@ class PyIcebergMeta:
         order = self._field_order(table)
         return [partition_key(p or {}, order) for p in parts]
 
+    def _inspect_files(self, table: str) -> pa.Table | None:
+        """PyIceberg's ``inspect.files()``; None for a snapshot without manifests (an empty commit,
+        e.g. a batch that appended no rows), where PyIceberg 0.12 raises instead of listing none."""
+        tb = self.table(table)
+        snapshot = tb.current_snapshot()
+        if snapshot is None or not snapshot.manifests(tb.io):
+            return None
+        return tb.inspect.files()
+
     def files(self, table: str) -> pa.Table:
         import pyarrow as pa
 
-        f = self.table(table).inspect.files()
+        f = self._inspect_files(table)
+        if f is None:
+            return pa.table({"partition": pa.array([], pa.string()), "content": pa.array([], pa.int32()),
+                             "file_size_in_bytes": pa.array([], pa.int64()), "record_count": pa.array([], pa.int64())})
         return pa.table({
             "partition": pa.array(self._keys(table, f.column("partition").to_pylist()), pa.string()),
             "content": f.column("content").cast(pa.int32()),
@@ -139,7 +151,9 @@ class PyIcebergMeta:
     def file_bounds(self, table: str, column: str) -> list[FileBounds]:
         if not COLUMN_RE.fullmatch(column) or column not in self.columns(table):
             return []
-        f = self.table(table).inspect.files()
+        f = self._inspect_files(table)
+        if f is None:
+            return []
         keys = self._keys(table, f.column("partition").to_pylist())
         metrics = f.column("readable_metrics").to_pylist()
         out = []
