@@ -17,6 +17,7 @@ import yaml
 from icetide.config import load_config
 from icetide.services.kafka import LocalKafka
 from icetide.services.object_store import PORTS_USED, LocalObjectStore
+from icetide.services.registry import LocalRegistry
 from icetide.services.rest_catalog import LocalRestCatalog
 from icetide.services.spark_cluster import LocalSparkCluster
 from tests.fixtures.stack import free_port_block, free_port_pair, pipeline_dict
@@ -29,6 +30,17 @@ def kafka() -> Iterator[LocalKafka]:
     broker.start()
     yield broker
     broker.reset()
+
+
+@pytest.fixture(scope="session")
+def registry() -> Iterator[LocalRegistry]:
+    """A Confluent-compatible schema registry (Apicurio, file storage), started once per session."""
+    port = free_port_pair()
+    server = LocalRegistry(port=port, management_port=port + 1)
+    server.reset()
+    server.start()
+    yield server
+    server.reset()
 
 
 @pytest.fixture(scope="session")

@@ -22,10 +22,10 @@ def test_valid_minimal_config_gets_defaults(tmp_path: Path) -> None:
 def test_unknown_key(tmp_path: Path) -> None:
     data = {**BASE, "source": {**BASE["source"], "bootstrap_server": "x:1"}}
     assert errors_for(tmp_path, data) == (
-        "p.yaml: unknown key 'source.bootstrap_server' (allowed: adopt_offsets_from, bootstrap_servers, max_depth, "
-        "max_fields, "
+        "p.yaml: unknown key 'source.bootstrap_server' (allowed: adopt_offsets_from, bootstrap_servers, format, "
+        "max_depth, max_fields, "
         "max_offsets_per_trigger, max_value_bytes, min_partitions, on_data_loss, options, records_per_task, "
-        "starting_offsets, topic_pattern, topics)"
+        "schema_registry, starting_offsets, topic_formats, topic_pattern, topics)"
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from icetide.config.base import Strict
 from icetide.config.catalog import CatalogConfig, JdbcCatalog
@@ -41,6 +41,17 @@ class PipelineConfig(Strict):
             return validate_pipeline(v)
         except IdentifierError as e:
             raise ValueError(str(e)) from None
+
+    @model_validator(mode="after")
+    def _formats(self) -> PipelineConfig:
+        avro = "avro" in self.source.formats()
+        route = self.target.route
+        if route is not None and route.by == "record_name" and not avro:
+            raise ValueError("target.route.by: record_name needs Avro values (source.format: avro)")
+        if avro and (self.target.cdc is not None or any("cdc" in v for v in self.target.tables.values())):
+            raise ValueError("target.cdc: CDC over Avro values is not supported yet (source.format: avro); "
+                             "read the change topic as JSON (Debezium's JsonConverter) or leave out target.cdc")
+        return self
 
     def resolve(self, path: str) -> str:
         """Resolve a local path against the config's folder; URIs pass through."""

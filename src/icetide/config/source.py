@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from icetide.config.base import Strict
+from icetide.config.registry import SchemaRegistry
 from icetide.errors import IdentifierError
 from icetide.identifiers import validate_pipeline, validate_topic
 
@@ -19,6 +20,19 @@ class KafkaSource(Strict):
     topics: list[str] | None = Field(default=None, description="Topics to read")
     topic_pattern: str | None = Field(
         default=None, description="Java regex of topics to read; new matching topics are picked up"
+    )
+    format: Literal["json", "avro"] = Field(
+        default="json",
+        description="How record values are encoded: json, or avro (the Confluent wire format: byte 0, a 4-byte "
+        "schema id, Avro binary; needs schema_registry)",
+    )
+    topic_formats: dict[str, Literal["json", "avro"]] = Field(
+        default_factory=dict,
+        description="Per-topic format where a pipeline reads several: topic name or Java regex → json|avro "
+        "(the first match wins; unmatched topics use format)",
+    )
+    schema_registry: SchemaRegistry | None = Field(
+        default=None, description="The schema registry Avro values and keys name their writer schema in"
     )
     starting_offsets: Literal["earliest", "latest"] = Field(
         default="earliest", description="Where a new pipeline (no checkpoint, no table offsets) starts"
@@ -104,8 +118,32 @@ class KafkaSource(Strict):
                 raise ValueError(f"not a valid regular expression: {e}") from None
         return v
 
+    @field_validator("topic_formats")
+    @classmethod
+    def _topic_formats(cls, v: dict[str, str]) -> dict[str, str]:
+        for pattern in v:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"{pattern[:80]!r} is not a topic name or a valid regular expression: {e}") from None
+        return v
+
     @model_validator(mode="after")
     def _one_subscription(self) -> KafkaSource:
         if (self.topics is None) == (self.topic_pattern is None):
             raise ValueError("set exactly one of 'topics' or 'topic_pattern'")
+        if self.schema_registry is None and "avro" in self.formats():
+            raise ValueError("Avro needs schema_registry: {url: ...} (the registry the producers register their "
+                             "schemas in)")
         return self
+
+    def formats(self) -> set[str]:
+        """Every format this source may read."""
+        return {self.format, *self.topic_formats.values()}
+
+    def format_of(self, topic: str) -> str:
+        """The value format of ``topic``: the first matching ``topic_formats`` entry, else ``format``."""
+        for pattern, fmt in self.topic_formats.items():
+            if pattern == topic or re.fullmatch(pattern, topic):
+                return fmt
+        return self.format

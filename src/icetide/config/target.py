@@ -110,9 +110,11 @@ class TablePolicy(Strict):
 
 
 class RouteSettings(Strict):
-    """Route each record to a table chosen by its topic, one of its fields, or a header."""
+    """Route each record to a table chosen by its topic, one of its fields, a header, or (Avro) its record type."""
 
-    by: Literal["topic", "field", "header"] = Field(description="Where the routing value comes from")
+    by: Literal["topic", "field", "header", "record_name"] = Field(
+        description="Where the routing value comes from; record_name: the Avro record's name (without its "
+        "namespace), so one topic carrying several record types fans out to a table per type")
     name: str | None = Field(
         default=None, description="The field (dot path for nested fields) or header holding the value"
     )
@@ -129,7 +131,7 @@ class RouteSettings(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> RouteSettings:
-        if self.by == "topic":
+        if self.by in ("topic", "record_name"):
             if self.name is not None:
                 raise ValueError("'name' is only used with by: field or by: header")
         elif self.name is None:

@@ -50,18 +50,24 @@ ERROR_CLASSES = ("null_value", "empty_value", "oversized_value", "malformed_json
                  "too_deep", "too_wide", "duplicate_key", "invalid_utf8", "non_finite_number",
                  "type_mismatch", "missing_route", "invalid_route", "table_limit", "table_policy",
                  "invalid_field", "ambiguous_field", "reserved_field", "schema_limit",
-                 "unknown_operation", "missing_key", "missing_ordering")
+                 "unknown_operation", "missing_key", "missing_ordering",
+                 # Avro (icetide.ingest.formats.avro)
+                 "truncated_record", "bad_magic_byte", "unknown_schema_id", "unsupported_schema", "undecodable",
+                 "incompatible_schema")
 
 
 def parse(df: DataFrame, schema: StructType, max_value_bytes: int,
-          extra: list[tuple[Column, Column]] | None = None) -> DataFrame:
+          extra: list[tuple[Column, Column]] | None = None,
+          columns: tuple[Column, Column, Column] | None = None) -> DataFrame:
     """Add the parsed struct and, for bad records, an error class and message.
 
     ``extra``: more (error class, message) checks, in order, for records that parse (a field schema
     evolution refused, a CDC change without a key, ...); they may refer to the parsed struct.
+    ``columns``: the (parsed, error class, message) of the record format (see
+    :mod:`icetide.ingest.formats`); JSON's by default.
     """
     app = df.sparkSession.sparkContext.applicationId  # columns are JVM objects of one application
-    parsed, error_class, message = parse_columns(app, schema.json(), max_value_bytes)
+    parsed, error_class, message = columns or parse_columns(app, schema.json(), max_value_bytes)
     for extra_class, extra_message in extra or []:
         message = F.when(error_class.isNull() & extra_class.isNotNull(), extra_message).otherwise(message)
         error_class = F.coalesce(error_class, extra_class)

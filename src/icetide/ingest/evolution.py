@@ -231,6 +231,8 @@ def _walk_struct(path: Path, have: StructType, seen: StructType, evo: Evolution,
             evo.added.append((here, t))
             if names.original(f) != f.name:
                 evo.comments[here] = names.ORIGINAL + names.original(f)
+            elif (f.metadata or {}).get("comment"):  # a declared field's doc (Avro)
+                evo.comments[here] = str(f.metadata["comment"])
             continue
         _walk_type(here, by_name[f.name].dataType, f.dataType, evo, budget, dotted)
 

@@ -22,6 +22,7 @@ from icetide.config.base import STREAMING_TABLE_DEFAULTS, TRANSFORM_RE
 from icetide.config.models import PipelineConfig
 from icetide.errors import ConfigError
 from icetide.ingest import cdc, decode, evolution, names, refused, routing, shapes
+from icetide.ingest.formats import ID, Formats, avro_types
 from icetide.ingest.ledger import Ledger
 from icetide.lake.tables import create_table, empty_frame, ensure_namespace, ensure_table, list_tables, table_exists
 
@@ -70,6 +71,10 @@ class Preparer:
         self.inferred: list[str] = []  # this batch's tables that went through inference
         self.shapes = shapes.KnownShapes()
         self._shape_ok: bool | None = None
+        self.formats = Formats(cfg.source)
+        #: The batch's Avro schema ids per table (what declares the tables' types).
+        self.batch_ids: dict[str, list[int]] = {}
+        self.declared: dict[str, StructType] = {}  # this batch's tables typed by their format (Avro)
 
     def q(self, table: str) -> str:
         return f"{self.catalog}.{table}"
@@ -108,7 +113,7 @@ class Preparer:
         """Each record's shape, when schema evolution needs it and icetide's JVM classes are loaded."""
         if not self.cfg.target.evolve_schema or self._shape_ok is False:
             return None
-        col = shapes.column(self.spark, F.col("value"))
+        col = self.formats.shape(self.spark)
         self._shape_ok = col is not None
         return col
 
@@ -117,25 +122,33 @@ class Preparer:
         t = self.cfg.target
         fingerprinted = shapes.SHAPE in rows.columns
         seen = F.collect_set(shapes.SHAPE)
-        shape_aggs = [F.size(seen).alias("n_shapes"), F.slice(seen, 1, shapes.MAX_SHAPES).alias("shapes")]
+        shape_aggs = [F.size(seen).alias("n_shapes"), F.slice(seen, 1, shapes.MAX_SHAPES).alias("shapes")
+                      ] if fingerprinted else []
+        with_ids = ID in rows.columns
+        if with_ids:  # the Avro schema ids of each table's records (those that passed the checks)
+            shape_aggs.append(F.collect_set(F.when(F.col(routing.TABLE).isNotNull(), F.col(ID))).alias("ids"))
+        self.batch_ids = {}
         if t.route is None:
             assert t.table is not None
             self.batch_shapes = {}
             failed = F.count_if(F.col(routing.TABLE).isNull()).alias("failed")
-            r = rows.agg(failed, *(shape_aggs if fingerprinted else [])).first()
+            r = rows.agg(failed, *shape_aggs).first()
             assert r is not None
             if fingerprinted:
                 self.batch_shapes[t.table] = _shape_set(r)
+            if with_ids:
+                self.batch_ids[t.table] = sorted(int(i) for i in r["ids"])
             return routing.Admission(accepted=[t.table]), int(r["failed"]), False
         known = self.known_tables()
         col = F.col(routing.TABLE)
         limit = t.route.max_tables + 2
         # Known tables first, then new ones by name: admission is deterministic when a batch replays.
-        groups = (rows.groupBy(col).agg(F.count(F.lit(1)).alias("count"), *(shape_aggs if fingerprinted else []))
+        groups = (rows.groupBy(col).agg(F.count(F.lit(1)).alias("count"), *shape_aggs)
                   .orderBy(col.isNull().desc(), col.isin(sorted(known)).desc(), col).limit(limit).collect())
         route_errors = sum(int(r["count"]) for r in groups if r[0] is None)
         self.route_counts = {str(r[0]): int(r["count"]) for r in groups if r[0] is not None}
         self.batch_shapes = {str(r[0]): _shape_set(r) for r in groups if r[0] is not None and fingerprinted}
+        self.batch_ids = {str(r[0]): sorted(int(i) for i in r["ids"]) for r in groups if r[0] is not None and with_ids}
         routes = [str(r[0]) for r in groups if r[0] is not None]
         admission = routing.admit(routes, known, t, self.reserved)
         return admission, route_errors, len(groups) >= limit
@@ -151,7 +164,11 @@ class Preparer:
                      or not self.shapes.covers(x, self.schema(x), self.batch_shapes.get(x))]
         self.inferred = sorted(infer_for)
         texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
-        inferred = evolution.infer(self.spark, rows, routing.TABLE, infer_for, texts) if infer_for else {}
+        json_for = infer_for if self.formats.json else []
+        inferred = evolution.infer(self.spark, rows, routing.TABLE, json_for, texts) if json_for else {}
+        self.declared = {x: d for x in tables if (d := self.formats.declared(self.batch_ids.get(x, []))) is not None}
+        for x, d in self.declared.items():  # types from the registry (Avro), with JSON's where a table has both
+            inferred[x] = avro_types.merged([d, inferred[x]]) if x in inferred else d
         if t.field_names == "sanitize":
             inferred = {x: cast(StructType, names.sanitized_type(s)) for x, s in inferred.items()}
         out = Prepared([], [], {})
@@ -175,7 +192,10 @@ class Preparer:
         if not t.evolve_schema or seen is None:
             return plan
         evo = evolution.diff(plan.schema, seen, t.max_columns)
-        evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo, self._row_text(table))
+        if table in self.declared and not self.formats.json:  # declared types: no values to look at
+            _declared_widenings(evo, plan.schema, seen)
+        else:
+            evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo, self._row_text(table))
         if evo:
             evolution.apply(self.spark, self.q(table), plan.schema, evo)
             # foreachBatch frames belong to their own session, with its own catalog cache.
@@ -211,7 +231,7 @@ class Preparer:
                 return (f"no JSON object among the records for {table} to create it from; give {key}.schema "
                         "or fix the records, then replay the dead letters")
             evo = evolution.diff(StructType([]), inferred, self.cfg.target.max_columns)
-            if rows is not None:
+            if rows is not None and not (table in self.declared and not self.formats.json):
                 evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo, self._row_text(table))
             schema = StructType([StructField(p.parts[0], dt, True, {"comment": evo.comments[p]}
                                              if p in evo.comments else None) for p, dt in evo.added])
@@ -257,6 +277,16 @@ class Preparer:
         empty = empty_frame(self.spark, decode.DEAD_LETTER_SCHEMA).withColumn(
             decode.PARSED, F.lit(None).cast(schema))
         return decode.good_rows(empty, schema, self.cfg.target.kafka_metadata_columns).schema
+
+
+def _declared_widenings(evo: evolution.Evolution, have: StructType, seen: StructType) -> None:
+    """Widen what a declared (registry) type widens: no value needs a look (unlike JSON's inference)."""
+    evo.int_candidates.clear()
+    evo.decimal_candidates.clear()
+    done = {p.parts for p, _, _ in evo.widened}
+    for parts, old, new in avro_types.fit(have, seen).widen:
+        if parts not in done:
+            evo.widened.append((evolution.Path(parts, "element" in parts), old, new))
 
 
 def _shape_set(row: Row) -> frozenset[int] | None:

@@ -77,9 +77,10 @@ def _render(route: RouteSettings, value: Column) -> tuple[Column, Column]:
 
 
 def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_value_bytes: int,
-               verdict: Column | None = None) -> DataFrame:
+               verdict: Column | None = None, value: Column | None = None) -> DataFrame:
     """Add the target table per record, or an error class and message (routing, or the record
-    checks' ``verdict``, see :mod:`icetide.ingest.checks`: such a record has no table)."""
+    checks' ``verdict``, see :mod:`icetide.ingest.checks`: such a record has no table).
+    ``value``: the routing value as the record format reads it (Avro), instead of :func:`raw_value`."""
     if verdict is not None:
         rows = rows.withColumn(CHECK, verdict)
         failed_class, failed_message = checks.error_class(F.col(CHECK)), checks.error_message(F.col(CHECK))
@@ -94,7 +95,7 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
     route = target.route
     # Extracted once into a column of its own: the checks below refer to it several times, and an
     # inline get_json_object would be evaluated (a JSON parse) once per reference.
-    rows = rows.withColumn(RAW_ROUTE, raw_value(route))
+    rows = rows.withColumn(RAW_ROUTE, raw_value(route) if value is None else value)
     raw = F.col(RAW_ROUTE)
     if route.by == "topic":
         value = F.lower(F.regexp_replace(F.col("_kafka_topic"), r"[.\-]", "_"))
@@ -111,9 +112,11 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
         & ~table.isin(sorted(reserved))
     )
     text = _text()
-    where = f"routing {route.by} {route.name!r}" if route.name else "the topic"
+    where = (f"routing {route.by} {route.name!r}" if route.name
+             else "the record name (its writer schema is unknown)" if route.by == "record_name" else "the topic")
     missing = F.lit("missing_route")
-    if route.by == "field":  # a field is missing from a record that is not a JSON object at all
+    json_field = route.by == "field" and value is None
+    if json_field:  # a field is missing from a record that is not a JSON object at all
         missing = (F.when(F.get_json_object(text, "$").isNull(), F.lit("malformed_json"))
                    .when(~F.ltrim(text).startswith("{"), F.lit("not_a_json_object"))
                    .otherwise(missing))
@@ -130,7 +133,7 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
     )
     shown = F.substring(raw, 1, 100)
     missing_message = F.lit(f"{where} is missing or null (target.route)")
-    if route.by == "field":
+    if json_field:
         missing_message = (F.when(F.get_json_object(text, "$").isNull(), F.lit("value is not valid JSON"))
                            .when(~F.ltrim(text).startswith("{"), F.lit("value is JSON but not an object"))
                            .otherwise(missing_message))

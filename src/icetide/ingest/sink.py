@@ -38,7 +38,7 @@ from icetide import faults
 from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
 from icetide.errors import BATCH_MARKER, BatchFailedError, DataLossError, FencedError, IcetideError, is_fenced
-from icetide.ingest import checks, decode, evolution, multi_write, one_pass, routing, shapes, source
+from icetide.ingest import decode, evolution, multi_write, one_pass, routing, shapes, source
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
 from icetide.ingest.ledger import Ledger, scan_ranges
 from icetide.ingest.prepare import Preparer
@@ -143,8 +143,11 @@ class BatchWriter:
 
     def _process(self, df: DataFrame, batch_id: int, started: float) -> BatchResult | None:
         cfg = self.cfg
-        rows = routing.with_route(decode.with_kafka_columns(df), cfg.target, self.preparer.reserved,
-                                  cfg.source.max_value_bytes, checks.verdict(self.spark, F.col("value"), cfg.source))
+        formats = self.preparer.formats
+        rows = formats.prepare(self.spark, decode.with_kafka_columns(df))  # Avro: the batch's schemas
+        route = cfg.target.route
+        rows = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes,
+                                  formats.verdict(self.spark), formats.route_value(route) if route else None)
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None

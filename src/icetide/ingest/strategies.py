@@ -91,7 +91,8 @@ class Strategy:
         if policy.cdc is not None:
             subset = cdc.unwrap(subset, policy.cdc)
             extra.append(cdc.errors(policy.cdc, decode.PARSED))
-        parsed = decode.parse(subset, plan.schema, cfg.source.max_value_bytes, extra)
+        columns = self.preparer.formats.parse_columns(self.spark, plan.schema, cfg.source.max_value_bytes)
+        parsed = decode.parse(subset, plan.schema, cfg.source.max_value_bytes, extra, columns)
         if policy.cdc is not None:  # unwrapping is costly: the MERGE and the dead letters share it
             parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
             state.release.append(parsed)
@@ -102,8 +103,8 @@ class OnePass(Strategy):
     def write(self, rows: DataFrame, ctx: BatchContext) -> one_pass.Result | None:
         """Write the records of recently written tables in one pass; None when no table qualifies."""
         cfg, t, pre = self.cfg, self.cfg.target, self.preparer
-        if t.evolve_schema and shapes.SHAPE not in rows.columns:
-            return None
+        if (t.evolve_schema and shapes.SHAPE not in rows.columns) or pre.formats.avro is not None:
+            return None  # the one pass parses JSON only
         never = ctx.batch_id - one_pass.RECENT_BATCHES - 1
 
         def last(table: str) -> int:

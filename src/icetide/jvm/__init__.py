@@ -24,7 +24,9 @@ from pathlib import Path
 from icetide import paths
 from icetide.errors import SetupError
 
-PROFILES = ("spark", "kafka", "rest")
+PROFILES = ("spark", "kafka", "rest", "registry")
+#: Profiles that are one artifact fetched alone (``dependency:copy``), not a pom profile's dependencies.
+SINGLE = {"registry": "io.apicurio:apicurio-registry-app:{apicurio.version}:tar.gz:all"}
 POM = Path(__file__).with_name("pom.xml")
 SETTINGS = Path(__file__).with_name("settings.xml")
 JAVA_SOURCES = Path(__file__).with_name("java")
@@ -54,6 +56,11 @@ def fetch(profile: str, quiet: bool = True) -> Path:
     out.mkdir(parents=True)
     cmd = [mvn, "-B", "-s", str(SETTINGS), "-f", str(POM), "-P", profile,
            "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={out}"]
+    if profile in SINGLE:
+        version = SINGLE[profile].split("{")[1].split("}")[0]
+        coords = SINGLE[profile].replace("{" + version + "}", _property(version))
+        cmd = [mvn, "-B", "-s", str(SETTINGS), "-f", str(POM), "dependency:copy", f"-Dartifact={coords}",
+               f"-DoutputDirectory={out}"]
     if quiet:
         cmd.insert(1, "-q")
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -62,6 +69,16 @@ def fetch(profile: str, quiet: bool = True) -> Path:
         raise SetupError(f"fetching the {profile} jars with Maven failed:\n{tail}")
     marker.write_text(POM.read_text())
     return out
+
+
+def _property(name: str) -> str:
+    """A version pinned in the pom's properties."""
+    import xml.etree.ElementTree as ET
+
+    el = ET.parse(POM).getroot().find(f"m:properties/m:{name}", {"m": "http://maven.apache.org/POM/4.0.0"})
+    if el is None or not el.text:
+        raise SetupError(f"{POM} has no property {name}")
+    return el.text
 
 
 def jars(profile: str) -> list[Path]:

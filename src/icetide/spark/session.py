@@ -42,6 +42,7 @@ def maven_packages() -> str:
     return ",".join([
         f"org.apache.iceberg:iceberg-spark-runtime-4.1_{scala}:{v['iceberg.version']}",
         f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{v['spark.version']}",
+        f"org.apache.spark:spark-avro_{scala}:{v['spark.version']}",
         f"org.xerial:sqlite-jdbc:{v['sqlite.version']}",
         f"org.apache.iceberg:iceberg-aws-bundle:{v['iceberg.version']}",
     ])

@@ -1,0 +1,44 @@
+"""Section ``source.schema_registry``: where Avro writer schemas come from (a Confluent-compatible
+registry: Confluent, Apicurio's ``/apis/ccompat/v7``, Karapace, Redpanda)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from icetide.config.base import Strict
+
+
+class SchemaRegistry(Strict):
+    """A Confluent-compatible schema registry."""
+
+    url: str = Field(description="Base URL of the Confluent-compatible API, e.g. http://registry:8081 "
+                     "(Apicurio: http://host:8080/apis/ccompat/v7)")
+    basic_auth_user_info: SecretStr | None = Field(
+        default=None, description="user:password for HTTP basic auth; write ${ENV_VAR} to read it from the environment")
+    bearer_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token (instead of basic auth); write ${ENV_VAR} to read it from the environment")
+    ca_location: str | None = Field(default=None, description="CA certificate file to verify the registry's TLS")
+    certificate_location: str | None = Field(default=None, description="Client certificate file (mutual TLS)")
+    key_location: str | None = Field(default=None, description="Client private key file (mutual TLS)")
+    subject_name_strategy: Literal["topic_name", "record_name", "topic_record_name"] = Field(
+        default="topic_name",
+        description="How subjects are named: <topic>-value (topic_name), <record full name> (record_name), "
+        "<topic>-<record full name> (topic_record_name); with record names one topic carries several record types",
+    )
+    timeout_s: float = Field(default=10.0, gt=0, le=300, description="One request's timeout")
+    max_wait_s: float = Field(
+        default=600.0, ge=0,
+        description="How long a batch waits for a registry that is down or slow (retrying with backoff) before "
+        "the batch fails and the run restarts it; records are never dead-lettered for a registry outage",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^\s/]+", v):
+            raise ValueError(f"{v[:80]!r} is not an http(s) URL")
+        return v.rstrip("/")

@@ -1,0 +1,271 @@
+"""Avro values in the Confluent wire format (byte 0, a 4-byte big-endian schema id, Avro binary),
+decoded on the executors by Spark's ``from_avro``.
+
+Per batch, the driver lists the batch's schema ids (one small job over the batch) and fetches the
+ids it has not seen from the registry (:mod:`.registry`, cached for the run). Each id is decoded
+with its own writer schema, read through a *reader* schema: the latest version of the record's
+subject when Avro's resolution rules accept the writer (fields the writer lacks get the reader's
+defaults; int → long and float → double promote), else the writer itself. The decoded record is
+then projected by name onto the table's columns (:func:`project`); an id whose types conflict
+with the table's is refused as a whole (``incompatible_schema``).
+
+``from_avro`` in PERMISSIVE mode turns a payload it cannot decode into a row of nulls, which would
+land silently. Every reader schema therefore carries one more field, ``__icetide_ok`` (boolean,
+default true), that no writer has: Avro resolution fills it for every record that decodes, and a
+record it is null for is a dead letter (``undecodable``), never a row.
+
+Dead-letter classes: ``truncated_record`` (shorter than the 5-byte header), ``bad_magic_byte``,
+``unknown_schema_id`` (the registry answers 404), ``unsupported_schema`` (recursive, references,
+not a record, … see :mod:`.avro_types`), ``undecodable``, ``incompatible_schema``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, BooleanType, DataType, MapType, StructField, StructType
+
+import icetide.ingest.formats.avro_types as avro_types
+from icetide.config.registry import SchemaRegistry
+from icetide.config.target import RouteSettings
+from icetide.ingest.formats.registry import RegistryClient, UnknownSchemaId, subject
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+ID = "_icetide_schema_id"
+OK = "__icetide_ok"
+ERROR_CLASSES = ("truncated_record", "bad_magic_byte", "unknown_schema_id", "unsupported_schema", "undecodable",
+                 "incompatible_schema")
+_SENTINEL = {"name": OK, "type": "boolean", "default": True}
+
+
+def schema_id() -> Column:
+    """The record's schema id; null when the value is not in the wire format."""
+    v = F.col("value")
+    return F.when((F.length(v) >= 5) & (F.hex(F.substring(v, 1, 1)) == F.lit("00")),
+                  F.conv(F.hex(F.substring(v, 2, 4)), 16, 10).cast("long"))
+
+
+def payload() -> Column:
+    return F.substring(F.col("value"), 6, 2**31 - 1)
+
+
+def with_sentinel(schema: Any) -> str:
+    import json
+
+    return json.dumps({**schema, "fields": [*schema.get("fields", []), _SENTINEL]}, separators=(",", ":"))
+
+
+@dataclass
+class Decoding:
+    """How one schema id is decoded: its writer, the reader it is read through, the decoded type."""
+
+    writer: avro_types.WriterSchema
+    reader: avro_types.WriterSchema
+
+    @property
+    def struct(self) -> StructType:
+        return self.reader.struct
+
+    def column(self) -> Column:
+        from pyspark.sql.avro.functions import from_avro
+
+        return from_avro(payload(), self.writer.text, {"mode": "PERMISSIVE", "avroSchema": with_sentinel(
+            self.reader.schema)})
+
+
+@dataclass
+class AvroFormat:
+    """The Avro format of one pipeline run: the schemas seen so far and how each id is decoded."""
+
+    registry: SchemaRegistry
+    client: RegistryClient = field(init=False)
+    decodings: dict[int, Decoding] = field(default_factory=dict)
+    refused: dict[int, str] = field(default_factory=dict)  # id → why (unsupported_schema)
+    unknown: set[int] = field(default_factory=set)  # ids the registry does not know
+    batch_ids: list[int] = field(default_factory=list)
+    _compatible: dict[tuple[int, int], bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.client = RegistryClient(self.registry)
+
+    # -- per batch --------------------------------------------------------------------------------
+    def resolve(self, spark: SparkSession, rows: DataFrame) -> None:
+        """Learn every schema id of the batch (waits out a registry outage; see :mod:`.registry`)."""
+        pairs = [(str(r[0]), int(r[1])) for r in rows.select("_kafka_topic", schema_id().alias("i"))
+                 .where(F.col("i").isNotNull()).distinct().collect()]
+        for topic, sid in sorted(pairs, key=lambda p: p[1]):
+            if sid in self.decodings or sid in self.refused or sid in self.unknown:
+                continue
+            try:
+                writer = self._writer(sid)
+            except UnknownSchemaId:
+                log.warning("schema id %s is not in the registry: its records are dead letters", sid)
+                self.unknown.add(sid)
+                continue
+            except avro_types.UnsupportedSchema as e:
+                log.warning("schema id %s refused: %s", sid, e)
+                self.refused[sid] = str(e)
+                continue
+            self.decodings[sid] = Decoding(writer, self._reader(spark, topic, writer))
+        self.batch_ids = sorted({sid for _, sid in pairs})
+
+    def _writer(self, sid: int) -> avro_types.WriterSchema:
+        got = self.client.schema(sid)
+        kind = got.get("schemaType", "AVRO")
+        if kind != "AVRO":
+            raise avro_types.UnsupportedSchema(f"schema id {sid} is {kind}, not Avro (source.format: avro)")
+        if got.get("references"):
+            raise avro_types.UnsupportedSchema(f"schema id {sid} uses schema references, which icetide does not "
+                                               "resolve yet: register the schema with its types inlined")
+        return avro_types.parse(sid, str(got.get("schema", "")))
+
+    def _reader(self, spark: SparkSession, topic: str, writer: avro_types.WriterSchema) -> avro_types.WriterSchema:
+        """The latest version of the writer's subject when Avro resolution accepts the writer, else the writer."""
+        latest = self.client.latest(subject(self.registry.subject_name_strategy, topic, writer.full_name))
+        if latest is None or int(latest.get("id", -1)) == writer.id:
+            return writer
+        try:
+            reader = avro_types.parse(int(latest["id"]), str(latest.get("schema", "")))
+        except avro_types.UnsupportedSchema:
+            return writer
+        if reader.full_name != writer.full_name or not self._resolves(spark, reader, writer):
+            return writer
+        return reader
+
+    def _resolves(self, spark: SparkSession, reader: avro_types.WriterSchema, writer: avro_types.WriterSchema) -> bool:
+        key = (reader.id, writer.id)
+        if key not in self._compatible:
+            jvm: Any = spark._jvm
+            parse = jvm.org.apache.avro.Schema.Parser
+            result = jvm.org.apache.avro.SchemaCompatibility.checkReaderWriterCompatibility(
+                parse().parse(reader.text), parse().parse(writer.text))
+            self._compatible[key] = str(result.getType().toString()) == "COMPATIBLE"
+        return self._compatible[key]
+
+    # -- columns ----------------------------------------------------------------------------------
+    def verdict(self) -> Column:
+        """``"<class>\\t<message>"`` for records that cannot be decoded at all; null otherwise."""
+        v, sid = F.col("value"), F.col(ID)
+        first = F.hex(F.substring(v, 1, 1))
+        out = (F.when(v.isNull() | (F.length(v) == 0), F.lit(None).cast("string"))
+               .when(F.length(v) < 5, F.concat(F.lit("truncated_record\tthe value has "), F.length(v).cast("string"),
+                                               F.lit(" bytes, fewer than the 5 of the Confluent header (magic byte 0, "
+                                                     "4-byte schema id)")))
+               .when(first != F.lit("00"), F.concat(F.lit("bad_magic_byte\tthe first byte is 0x"), first,
+                                                    F.lit(", not 0x00: not the Confluent Avro wire format "
+                                                          "(source.format: avro)"))))
+        for sid_ in sorted(self.unknown):
+            out = out.when(sid == F.lit(sid_), F.lit(f"unknown_schema_id\tschema id {sid_} is not in the schema "
+                                                      "registry (HTTP 404)"))
+        for sid_, why in sorted(self.refused.items()):
+            out = out.when(sid == F.lit(sid_), F.lit(f"unsupported_schema\t{why}"[:1000]))
+        return out
+
+    def route_value(self, route: RouteSettings) -> Column | None:
+        """The routing value of ``record_name`` and ``field`` routes (None: the format has no say)."""
+        sid = F.col(ID)
+        if route.by == "record_name":
+            out = F.lit(None).cast("string")
+            for i in self.batch_ids:
+                if i in self.decodings:
+                    out = F.when(sid == F.lit(i), F.lit(self.decodings[i].writer.name)).otherwise(out)
+            return out
+        if route.by == "field":
+            assert route.name is not None
+            out = F.lit(None).cast("string")
+            for i in self.batch_ids:
+                d = self.decodings.get(i)
+                if d is None or not _has_path(d.struct, route.name.split(".")):
+                    continue
+                value = d.column()
+                for part in route.name.split("."):
+                    value = value[part]
+                out = F.when(sid == F.lit(i), value.cast("string")).otherwise(out)
+            return out
+        return None
+
+    def declared(self, ids: list[int]) -> StructType | None:
+        """The record type of the table fed by ``ids``: every field of their decoded types."""
+        types = [self.decodings[i].struct for i in sorted(ids) if i in self.decodings]
+        return avro_types.merged(types) if types else None
+
+    def parse_columns(self, schema: StructType, max_value_bytes: int, parsed_name: str
+                      ) -> tuple[Column, Column, Column]:
+        """(parsed struct: the table's columns plus ``__icetide_ok``, error class, error message)."""
+        sid = F.col(ID)
+        parsed = F.lit(None).cast(StructType([*schema.fields, StructField(OK, BooleanType(), True)]))
+        conflicts: dict[int, str] = {}
+        for i in self.batch_ids:
+            d = self.decodings.get(i)
+            if d is None:
+                continue
+            fit = avro_types.fit(schema, d.struct)
+            if not fit.ok:
+                conflicts[i] = "; ".join(fit.conflicts)[:600]
+                continue
+            decoded = d.column()
+            projected = F.when(decoded.isNotNull(), F.struct(*project(decoded, d.struct, schema).values(),
+                                                             decoded[OK].alias(OK)))
+            parsed = F.when(sid == F.lit(i), projected).otherwise(parsed)
+        p = F.col(parsed_name)
+        v = F.col("value")
+        error_class = (F.when(v.isNull(), F.lit("null_value"))
+                       .when(F.length(v) == 0, F.lit("empty_value"))
+                       .when(F.length(v) > max_value_bytes, F.lit("oversized_value")))
+        message = (F.when(v.isNull(), F.lit("the record has no value (a tombstone)"))
+                   .when(F.length(v) == 0, F.lit("the record value is empty"))
+                   .when(F.length(v) > max_value_bytes,
+                         F.concat(F.lit("value of "), F.length(v).cast("string"),
+                                  F.lit(f" bytes exceeds source.max_value_bytes={max_value_bytes}"))))
+        for i, why in sorted(conflicts.items()):
+            error_class = error_class.when(sid == F.lit(i), F.lit("incompatible_schema"))
+            message = message.when(sid == F.lit(i), F.lit(f"schema id {i} cannot be written to the table: {why}"))
+        error_class = error_class.when(p[OK].isNull(), F.lit("undecodable"))
+        message = message.when(p[OK].isNull(), F.concat(
+            F.lit("the Avro payload does not decode with writer schema id "), sid.cast("string"),
+            F.lit(" (truncated, or not written with that schema)")))
+        return F.when(F.length(v) <= max_value_bytes, parsed), error_class, message
+
+
+def _has_path(t: DataType, parts: list[str]) -> bool:
+    for part in parts:
+        if not isinstance(t, StructType):
+            return False
+        match = [f for f in t.fields if f.name.lower() == part.lower()]
+        if not match:
+            return False
+        t = match[0].dataType
+    return True
+
+
+def project(col: Column, have: StructType, want: StructType) -> dict[str, Column]:
+    """``col`` (a struct of type ``have``) as the columns of ``want``, by name ignoring case: fields
+    ``have`` lacks are null, types cast to the table's (only widenings reach here, see
+    :func:`.avro_types.fit`)."""
+    by_name = {f.name.lower(): f for f in have.fields}
+    out: dict[str, Column] = {}
+    for f in want.fields:
+        mine = by_name.get(f.name.lower())
+        out[f.name] = (_convert(col[mine.name], mine.dataType, f.dataType) if mine is not None
+                       else F.lit(None).cast(f.dataType)).alias(f.name)
+    return out
+
+
+def _convert(col: Column, have: DataType, want: DataType) -> Column:
+    if have == want:
+        return col
+    if isinstance(want, StructType) and isinstance(have, StructType):
+        return F.when(col.isNotNull(), F.struct(*project(col, have, want).values()))
+    if isinstance(want, ArrayType) and isinstance(have, ArrayType):
+        return F.transform(col, lambda e: _convert(e, have.elementType, want.elementType))
+    if isinstance(want, MapType) and isinstance(have, MapType):
+        return F.transform_values(col, lambda _, v: _convert(v, have.valueType, want.valueType))
+    return col.cast(want)

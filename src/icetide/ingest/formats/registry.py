@@ -1,0 +1,143 @@
+"""A client of the Confluent schema-registry API: schemas by id (cached for the run: an id's schema
+never changes), a subject's latest version, compatibility levels. Standard library HTTP only.
+
+Faults are sorted for the runner: an id the registry does not know (404) is the record's problem
+(:class:`UnknownSchemaId`, a dead letter); refused credentials are configuration
+(:class:`~icetide.errors.ConfigError`); anything else (down, slow, 5xx) is waited out with
+exponential backoff up to ``max_wait_s``, then :class:`RegistryUnavailable` (transient: the batch
+fails, nothing is dead-lettered, the run restarts it).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from icetide.config.registry import SchemaRegistry
+from icetide.errors import ConfigError, TransientError
+from icetide.secrets import safe_url
+
+log = logging.getLogger(__name__)
+
+
+class UnknownSchemaId(LookupError):
+    """The registry answered 404 for a schema id."""
+
+
+class RegistryUnavailable(TransientError):
+    """The registry did not answer within ``schema_registry.max_wait_s``."""
+
+
+class RegistryClient:
+    def __init__(self, cfg: SchemaRegistry, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.cfg = cfg
+        self._sleep = sleep
+        self._schemas: dict[int, dict[str, Any]] = {}
+        self._headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
+        if cfg.basic_auth_user_info is not None:
+            token = base64.b64encode(cfg.basic_auth_user_info.get_secret_value().encode()).decode()
+            self._headers["Authorization"] = f"Basic {token}"
+        elif cfg.bearer_token is not None:
+            self._headers["Authorization"] = f"Bearer {cfg.bearer_token.get_secret_value()}"
+        self._ssl: ssl.SSLContext | None = None
+        if cfg.url.startswith("https") and (cfg.ca_location or cfg.certificate_location):
+            self._ssl = ssl.create_default_context(cafile=cfg.ca_location)
+            if cfg.certificate_location:
+                self._ssl.load_cert_chain(cfg.certificate_location, cfg.key_location)
+        #: seconds this client spent waiting for the registry (figures for the batch log)
+        self.waited_s = 0.0
+        self.outage_since: float | None = None
+
+    # -- requests ---------------------------------------------------------------------------------
+    def _get_once(self, path: str) -> Any:
+        req = urllib.request.Request(self.cfg.url + path, headers=self._headers)
+        with urllib.request.urlopen(req, timeout=self.cfg.timeout_s, context=self._ssl) as r:
+            return json.loads(r.read())
+
+    def get(self, path: str) -> Any:
+        """GET ``path`` as JSON; waits out outages (see the module docstring); 404 → :class:`KeyError`."""
+        started = time.monotonic()
+        delay = 0.5
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                out = self._get_once(path)
+                if self.outage_since is not None:
+                    log.warning("schema registry %s answers again after %.0f s", safe_url(self.cfg.url),
+                                time.monotonic() - self.outage_since)
+                    self.outage_since = None
+                return out
+            except urllib.error.HTTPError as e:
+                if e.code == 404:
+                    raise KeyError(path) from None
+                if e.code in (401, 403):
+                    raise ConfigError(f"source.schema_registry: the registry at {safe_url(self.cfg.url)} refused "
+                                      f"the credentials (HTTP {e.code}); check basic_auth_user_info or "
+                                      "bearer_token") from None
+                why = f"HTTP {e.code}"
+            except (OSError, ValueError) as e:  # refused, reset, timeout, TLS, a proxy's HTML
+                why = f"{type(e).__name__}: {str(e)[:200]}"
+            waited = time.monotonic() - started
+            if self.outage_since is None:
+                self.outage_since = started
+            if waited + delay > self.cfg.max_wait_s:
+                raise RegistryUnavailable(
+                    f"schema registry {safe_url(self.cfg.url)} did not answer for {waited:.0f} s ({why}); "
+                    f"the batch is retried (source.schema_registry.max_wait_s={self.cfg.max_wait_s:g})")
+            log.warning("schema registry %s unavailable (%s), attempt %d; retrying in %.1f s (records wait, none "
+                        "are dead-lettered)", safe_url(self.cfg.url), why, attempt, delay)
+            self._sleep(delay)
+            self.waited_s += delay
+            delay = min(delay * 2, 15.0)
+
+    # -- the API --------------------------------------------------------------------------------
+    def schema(self, schema_id: int) -> dict[str, Any]:
+        """``{"schema": text, "schemaType": ..., "references": [...]}`` of a schema id, cached."""
+        if schema_id not in self._schemas:
+            try:
+                self._schemas[schema_id] = self.get(f"/schemas/ids/{int(schema_id)}")
+            except KeyError:
+                raise UnknownSchemaId(schema_id) from None
+        return self._schemas[schema_id]
+
+    def latest(self, subject: str) -> dict[str, Any] | None:
+        """The subject's latest version (``id``, ``version``, ``schema``), None when there is no such subject."""
+        try:
+            out = self.get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest")
+        except KeyError:
+            return None
+        return out if isinstance(out, dict) else None
+
+    def subjects(self) -> list[str]:
+        out = self.get("/subjects")
+        return [str(s) for s in out] if isinstance(out, list) else []
+
+    def compatibility(self, subject: str) -> str | None:
+        """The subject's compatibility level (falling back to the global one)."""
+        for path in (f"/config/{urllib.parse.quote(subject, safe='')}?defaultToGlobal=true", "/config"):
+            try:
+                out = self.get(path)
+            except KeyError:
+                continue
+            level = out.get("compatibilityLevel") or out.get("compatibility")
+            if level:
+                return str(level)
+        return None
+
+
+def subject(strategy: str, topic: str, record_full_name: str, key: bool = False) -> str:
+    """A subject's name under a naming strategy (Confluent's TopicName/RecordName/TopicRecordName)."""
+    if strategy == "record_name":
+        return record_full_name
+    if strategy == "topic_record_name":
+        return f"{topic}-{record_full_name}"
+    return f"{topic}-{'key' if key else 'value'}"

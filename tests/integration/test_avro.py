@@ -1,0 +1,249 @@
+"""Avro in the Confluent wire format through a real schema registry (Apicurio), real Kafka, real
+Spark and Iceberg; tables read back through PyIceberg (no JVM)."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import decimal
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from icetide.catalog import pyiceberg_catalog
+from icetide.config import load_config
+from tests.fixtures.avro import avro_pipeline, encode, register, schema_id, serializer
+from tests.fixtures.records import send
+from tests.fixtures.stack import run_in_process, unique
+
+pytestmark = pytest.mark.integration
+
+UTC = dt.UTC
+ADDR = {"type": "record", "name": "Addr", "fields": [
+    {"name": "city", "type": "string"}, {"name": "zip", "type": ["null", "string"], "default": None}]}
+V1: dict[str, Any] = {"type": "record", "name": "Event", "namespace": "com.acme", "fields": [
+    {"name": "id", "type": "string", "doc": "the event's id"},
+    {"name": "n", "type": "int"},
+    {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}},
+    {"name": "price", "type": {"type": "fixed", "name": "Price", "size": 8, "logicalType": "decimal",
+                               "precision": 16, "scale": 4}},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "ts_ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "local_ts", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "at", "type": {"type": "int", "logicalType": "time-millis"}},
+    {"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
+    {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}},
+    {"name": "raw", "type": "bytes"},
+    {"name": "fx", "type": {"type": "fixed", "name": "Four", "size": 4}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "attrs", "type": {"type": "map", "values": "long"}},
+    {"name": "items", "type": {"type": "array", "items": {"type": "record", "name": "Item", "fields": [
+        {"name": "sku", "type": "string"}, {"name": "qty", "type": "int"}]}}},
+    {"name": "addr", "type": ["null", ADDR], "default": None},
+    {"name": "choice", "type": ["int", "string"]},
+    {"name": "ok", "type": "boolean"},
+    {"name": "ratio", "type": "float"},
+]}
+#: v2: a new field with a default, and n promoted int → long (BACKWARD compatible)
+V2 = copy.deepcopy(V1)
+V2["fields"][1] = {"name": "n", "type": "long"}
+V2["fields"].append({"name": "note", "type": "string", "default": "none"})
+
+
+def record(i: int) -> dict[str, Any]:
+    return {"id": f"e{i}", "n": i, "amount": decimal.Decimal(f"{i}.25"), "price": decimal.Decimal(f"{i}.1234"),
+            "ts": dt.datetime(2026, 5, 1, 12, 0, 0, i, tzinfo=UTC),
+            "ts_ms": dt.datetime(2026, 5, 1, 12, 0, 0, 1000 * (i % 1000), tzinfo=UTC),
+            "local_ts": dt.datetime(2026, 5, 1, 8, 30, 0, 7), "day": dt.date(2026, 5, 1 + i % 28),
+            "at": dt.time(13, 14, 15, 16000), "uid": uuid.UUID(int=i), "color": "GREEN" if i % 2 else "RED",
+            "raw": bytes([i % 256, 0, 255]), "fx": b"\x01\x02\x03\x04", "tags": [f"t{i}", "x"],
+            "attrs": {"a": i, "b": -i}, "items": [{"sku": f"s{i}", "qty": i % 7}],
+            "addr": {"city": "Oslo", "zip": None} if i % 3 else None, "choice": i if i % 2 else f"c{i}",
+            "ok": bool(i % 2), "ratio": 0.5}
+
+
+def write_config(path: Path, cfg: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def scan(cfg_path: Path, table: str) -> list[dict[str, Any]]:
+    return list(pyiceberg_catalog(load_config(cfg_path)).load_table(table).scan().to_arrow().to_pylist())
+
+
+def dead_letters(cfg_path: Path, table: str) -> list[dict[str, Any]]:
+    """The dead-letter table's rows; none when no batch needed the table."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return scan(cfg_path, table)
+    except NoSuchTableError:
+        return []
+
+
+def test_two_versions_in_one_batch_every_type_round_trips(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
+    topic, ns = unique("avro-types"), unique("avro")
+    table = f"{ns}.events"
+    v1, v2 = serializer(registry.url, V1), serializer(registry.url, V2)
+    first = encode(v1, topic, record(0))  # registers v1 before v2 (v2 is the subject's latest)
+    values = [first] + [encode(v2 if i % 2 else v1, topic, record(i) | ({"note": f"n{i}"} if i % 2 else {}))
+                        for i in range(1, 40)]
+    assert len({schema_id(v) for v in values}) == 2
+    send(kafka.bootstrap, topic, values, partitions=2)
+    cfg = write_config(tmp_path / "p.yaml", avro_pipeline(kafka, lake, tmp_path, topic, table, registry.url))
+    runner = run_in_process(spark, cfg)
+    assert runner.writer.counters.batches == 1  # both versions in one batch
+
+    rows = {r["id"]: r for r in scan(cfg, table)}
+    assert len(rows) == 40
+    for i in range(40):
+        r, want = rows[f"e{i}"], record(i)
+        assert r["n"] == i and isinstance(r["n"], int)
+        assert r["note"] == (f"n{i}" if i % 2 else "none")  # v1 records get v2's default
+        assert r["amount"] == want["amount"] and r["price"] == want["price"]
+        assert r["ts"] == want["ts"]  # to the microsecond, with zone
+        assert r["ts_ms"] == want["ts_ms"]
+        assert r["local_ts"] == want["local_ts"] and r["local_ts"].tzinfo is None
+        assert r["day"] == want["day"]
+        assert r["at"] == 13 * 3_600_000 + 14 * 60_000 + 15_016  # milliseconds after midnight
+        assert r["uid"] == str(want["uid"])
+        assert r["color"] == want["color"] and r["raw"] == want["raw"] and r["fx"] == want["fx"]
+        assert r["tags"] == want["tags"]
+        assert dict(r["attrs"]) == want["attrs"]
+        assert r["items"] == want["items"]
+        assert r["addr"] == ({"city": "Oslo", "zip": None} if i % 3 else None)
+        assert r["choice"] == ({"member0": i, "member1": None} if i % 2 else {"member0": None, "member1": f"c{i}"})
+        assert r["ok"] is bool(i % 2) and r["ratio"] == 0.5
+
+    iceberg = pyiceberg_catalog(load_config(cfg)).load_table(table).schema()
+    assert str(iceberg.find_type("n")) == "long"
+    assert str(iceberg.find_type("ts")) == "timestamptz" and str(iceberg.find_type("local_ts")) == "timestamp"
+    assert str(iceberg.find_type("amount")) == "decimal(12, 2)"
+    assert iceberg.find_field("id").doc == "the event's id"
+    assert "milliseconds after midnight" in (iceberg.find_field("at").doc or "")
+    assert not dead_letters(cfg, f"{table}_dlq")
+
+
+def test_python_type_mapping_matches_spark_from_avro(spark) -> None:  # type: ignore[no-untyped-def]
+    """The table types icetide derives without a JVM are exactly what Spark's from_avro decodes."""
+    from pyspark.sql.types import StructType
+
+    from icetide.ingest.formats import avro_types
+
+    jvm = spark._jvm
+    for schema in (V1, V2):
+        text = json.dumps(schema)
+        java_type = jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(
+            jvm.org.apache.avro.Schema.Parser().parse(text)).dataType()
+        from_jvm = StructType.fromJson(json.loads(java_type.json()))
+        mine = avro_types.to_spark(schema)
+
+        def plain(t: Any) -> Any:  # names and types only (nullability and comments differ by design)
+            j = t.jsonValue() if hasattr(t, "jsonValue") else t
+            if isinstance(j, dict):
+                return {k: plain(v) for k, v in j.items() if k not in ("nullable", "metadata", "containsNull",
+                                                                         "valueContainsNull")}
+            if isinstance(j, list):
+                return [plain(v) for v in j]
+            return j
+
+        assert plain(mine) == plain(from_jvm)
+
+
+def test_record_name_routing_one_topic_many_tables(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
+    topic, ns = unique("avro-rn"), unique("avrorn")
+    order = {"type": "record", "name": "Purchase", "namespace": f"shop.{ns}", "fields": [
+        {"name": "id", "type": "long"}, {"name": "total", "type": "double"}]}
+    refund = {"type": "record", "name": "Refund", "namespace": f"shop.{ns}", "fields": [
+        {"name": "id", "type": "long"}, {"name": "reason", "type": "string"}]}
+    so, sr = serializer(registry.url, order, "record_name"), serializer(registry.url, refund, "record_name")
+    values = [encode(so, topic, {"id": i, "total": i * 1.5}) if i % 3 else encode(sr, topic, {"id": i, "reason": "x"})
+              for i in range(30)]
+    send(kafka.bootstrap, topic, values, partitions=2)
+    cfg_dict = avro_pipeline(kafka, lake, tmp_path, topic, f"{ns}.unused", registry.url,
+                             target={"route": {"by": "record_name", "table": f"{ns}.{{value}}"}})
+    cfg_dict["source"]["schema_registry"]["subject_name_strategy"] = "record_name"
+    cfg_dict["dead_letter"] = {"table": f"{ns}.dlq"}
+    cfg = write_config(tmp_path / "p.yaml", cfg_dict)
+    run_in_process(spark, cfg)
+    orders, refunds = scan(cfg, f"{ns}.purchase"), scan(cfg, f"{ns}.refund")
+    assert sorted(r["id"] for r in orders) == [i for i in range(30) if i % 3]
+    assert sorted(r["id"] for r in refunds) == [i for i in range(30) if not i % 3]
+    assert {r["total"] for r in orders} == {i * 1.5 for i in range(30) if i % 3}
+    assert not dead_letters(cfg, f"{ns}.dlq")
+
+
+def test_every_bad_input_is_a_dead_letter_with_its_class(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
+    topic, ns = unique("avro-bad"), unique("avrobad")
+    table = f"{ns}.events"
+    good_schema = {"type": "record", "name": "Ev", "namespace": ns, "fields": [
+        {"name": "id", "type": "long"}, {"name": "name", "type": "string"}]}
+    ser = serializer(registry.url, good_schema)
+    good = [encode(ser, topic, {"id": i, "name": f"n{i}"}) for i in range(10)]
+    sid = schema_id(good[0])
+    recursive = {"type": "record", "name": "Node", "namespace": ns, "fields": [
+        {"name": "id", "type": "long"}, {"name": "next", "type": ["null", "Node"], "default": None}]}
+    rec_id = register(registry.url, f"{ns}-other-value", recursive)
+    # the same record name with a type change that is no widening, registered under another subject
+    clash = {"type": "record", "name": "Ev", "namespace": ns, "fields": [
+        {"name": "id", "type": "string"}, {"name": "name", "type": "string"}]}
+    clash_id = register(registry.url, f"{ns}-clash-value", clash)
+    header = lambda i: b"\x00" + i.to_bytes(4, "big")  # noqa: E731
+    bad = {
+        "bad_magic_byte": b"\x01" + good[0][1:],
+        "truncated_record": b"\x00\x00\x01",
+        "unknown_schema_id": header(987_654) + b"\x02",
+        "undecodable": header(sid) + b"\x02",  # id 1, then a string whose length runs past the end
+        "unsupported_schema": header(rec_id) + b"\x02\x00",
+        "incompatible_schema": header(clash_id) + b"\x02x\x02y",
+    }
+    send(kafka.bootstrap, topic, [*good[:5], *bad.values(), *good[5:]], partitions=1)
+    cfg = write_config(tmp_path / "p.yaml", avro_pipeline(kafka, lake, tmp_path, topic, table, registry.url))
+    run_in_process(spark, cfg)
+    assert sorted(r["id"] for r in scan(cfg, table)) == list(range(10))
+    letters = {r["error_class"]: r for r in dead_letters(cfg, f"{table}_dlq")}
+    assert sorted(letters) == sorted(bad)
+    for cls, value in bad.items():
+        assert letters[cls]["value"] == value  # the original bytes, for a replay
+    assert str(rec_id) in letters["unsupported_schema"]["error_message"]
+    assert "contains itself" in letters["unsupported_schema"]["error_message"]
+    assert f"schema id {clash_id}" in letters["incompatible_schema"]["error_message"]
+    assert "987654" in letters["unknown_schema_id"]["error_message"]
+
+
+def test_registry_down_for_a_minute_mid_run(kafka, lake, tmp_path, registry) -> None:  # type: ignore[no-untyped-def]
+    """The registry stops while the stream holds records of a schema id the pipeline has not seen:
+    the batch waits, nothing is dead-lettered, and everything lands once the registry is back."""
+    from tests.fixtures.stack import kill_group, start, wait_for
+
+    topic, ns = unique("avro-down"), unique("avrodown")
+    table = f"{ns}.events"
+    schema = {"type": "record", "name": "Ev", "namespace": ns, "fields": [{"name": "id", "type": "long"}]}
+    v2 = {**schema, "fields": [*schema["fields"], {"name": "extra", "type": "string", "default": "d"}]}
+    s1, s2 = serializer(registry.url, schema), serializer(registry.url, v2)
+    first = [encode(s1, topic, {"id": i}) for i in range(20)]
+    later = [encode(s2, topic, {"id": i, "extra": "e"}) for i in range(20, 40)]  # registered now, unseen
+    send(kafka.bootstrap, topic, first)
+    cfg = write_config(tmp_path / "p.yaml", avro_pipeline(kafka, lake, tmp_path, topic, table, registry.url))
+    log = tmp_path / "run.log"
+    proc = start(cfg, log)
+    try:
+        wait_for(log, r'"records": 20', 0)
+        registry.stop()
+        send(kafka.bootstrap, topic, later)
+        wait_for(log, r"schema registry .* unavailable", 0, timeout=120)
+        time.sleep(60)
+        registry.start()
+        wait_for(log, r"answers again", 0, timeout=120)
+        wait_for(log, r'"records": 20', log.read_text().index("answers again"), timeout=120)
+    finally:
+        kill_group(proc)
+    ids = sorted(r["id"] for r in scan(cfg, table))
+    assert ids == list(range(40))
+    assert not dead_letters(cfg, f"{table}_dlq")
