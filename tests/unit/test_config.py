@@ -112,3 +112,30 @@ def test_route_template_and_target_errors_name_the_key(tmp_path: Path) -> None:
     ]
     for target, line in cases:
         assert errors_for(tmp_path, {**BASE, "target": target}) == line, target
+
+
+def test_avro_config_errors_name_the_key_and_the_fix(tmp_path: Path) -> None:
+    avro = {**BASE["source"], "format": "avro"}
+    assert "Avro needs schema_registry" in errors_for(tmp_path, {**BASE, "source": avro})
+    bad_url = {**avro, "schema_registry": {"url": "registry:8081"}}
+    assert "source.schema_registry.url" in errors_for(tmp_path, {**BASE, "source": bad_url})
+    by_name = {**BASE, "target": {"route": {"by": "record_name", "table": "raw.{value}"}}}
+    assert "record_name needs Avro values" in errors_for(tmp_path, by_name)
+    mixed = {**BASE["source"], "topic_formats": {"orders-avro.*": "avro"},
+             "schema_registry": {"url": "http://r:8081"}}
+    cdc = {**BASE, "source": mixed, "target": {"table": "raw.orders", "cdc": {"primary_key": ["id"],
+                                                                              "ordering": "v"}}}
+    assert "a CDC pipeline reads one format" in errors_for(tmp_path, cdc)
+
+
+def test_topic_formats_pick_per_topic_with_a_default(tmp_path: Path) -> None:
+    src = {**BASE["source"], "topic_formats": {"orders-avro.*": "avro", "legacy": "json"},
+           "format": "avro", "schema_registry": {"url": "http://r:8081/apis/ccompat/v7/",
+                                                 "basic_auth_user_info": "u:p4ssw0rd"}}
+    cfg = load_config(write(tmp_path, {**BASE, "source": src}))
+    assert cfg.source.format_of("orders-avro-eu") == "avro"
+    assert cfg.source.format_of("legacy") == "json"
+    assert cfg.source.format_of("other") == "avro"
+    assert cfg.source.formats() == {"json", "avro"}
+    assert cfg.source.schema_registry is not None and cfg.source.schema_registry.url == "http://r:8081/apis/ccompat/v7"
+    assert "p4ssw0rd" not in repr(cfg.source.schema_registry)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from icetide.catalog import check_reachable
+from icetide.app.preflight import preflight
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.errors import (
@@ -162,8 +162,7 @@ class Runner:
     def __init__(self, cfg: PipelineConfig, spark: SparkSession | None = None) -> None:
         self.cfg = cfg
         # Fail fast, naming the key, before starting Spark.
-        check_reachable(cfg)
-        source.list_partitions(cfg.source)
+        preflight(cfg)
         with _termination_left_to_python():
             self.spark = spark or build_session(cfg)
         self.run_id = uuid.uuid4().hex[:12]

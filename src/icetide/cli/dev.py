@@ -17,10 +17,12 @@ from icetide.app.output import console, emit_json, handle_errors, output_option
 from icetide.cli.common import config_option
 
 
-def _stack(kafka_port: int, store_port: int, rest_port: int, spark_port: int):  # type: ignore[no-untyped-def]
+def _stack(kafka_port: int, store_port: int, rest_port: int, spark_port: int,  # type: ignore[no-untyped-def]
+           registry_port: int = 8085):
     from icetide.services.stack import DevStack
 
-    return DevStack(kafka_port=kafka_port, store_port=store_port, rest_port=rest_port, spark_port=spark_port)
+    return DevStack(kafka_port=kafka_port, store_port=store_port, rest_port=rest_port, spark_port=spark_port,
+                    registry_port=registry_port)
 
 
 def _ports(f: Callable[..., None]) -> Callable[..., None]:
@@ -29,6 +31,8 @@ def _ports(f: Callable[..., None]) -> Callable[..., None]:
         click.option("--store-port", default=8333, show_default=True, help="S3 API (Iceberg REST of SeaweedFS: +1)."),
         click.option("--rest-port", default=8181, show_default=True, help="Iceberg's REST catalog server."),
         click.option("--spark-port", default=7077, show_default=True, help="Spark master (web UI: +1)."),
+        click.option("--registry-port", default=8085, show_default=True,
+                     help="Schema registry (Confluent API at /apis/ccompat/v7; management: +1000)."),
     ]):
         f = opt(f)
     return f
@@ -36,20 +40,20 @@ def _ports(f: Callable[..., None]) -> Callable[..., None]:
 
 @click.group()
 def dev() -> None:
-    """A local production-like stack: Kafka, S3 object store, REST catalogs, Spark standalone."""
+    """A local production-like stack: Kafka, S3 object store, REST catalogs, Spark standalone, schema registry."""
 
 
 @dev.command()
 @_ports
 @handle_errors
-def up(kafka_port: int, store_port: int, rest_port: int, spark_port: int) -> None:
+def up(kafka_port: int, store_port: int, rest_port: int, spark_port: int, registry_port: int) -> None:
     """Start every service (idempotent) and print the config that uses them."""
     from icetide import jvm
 
-    for profile in ("spark", "kafka", "rest"):
+    for profile in ("spark", "kafka", "rest", "registry"):
         with console.status(f"fetching {profile} jars with Maven (first run only)…"):
             jvm.fetch(profile)
-    stack = _stack(kafka_port, store_port, rest_port, spark_port)
+    stack = _stack(kafka_port, store_port, rest_port, spark_port, registry_port)
     for name, service in stack.services():
         with console.status(f"starting {name}…"):
             service.start()
@@ -65,9 +69,9 @@ def up(kafka_port: int, store_port: int, rest_port: int, spark_port: int) -> Non
 @dev.command()
 @_ports
 @handle_errors
-def down(kafka_port: int, store_port: int, rest_port: int, spark_port: int) -> None:
+def down(kafka_port: int, store_port: int, rest_port: int, spark_port: int, registry_port: int) -> None:
     """Stop every service (data is kept; `dev up` resumes it)."""
-    stack = _stack(kafka_port, store_port, rest_port, spark_port)
+    stack = _stack(kafka_port, store_port, rest_port, spark_port, registry_port)
     for name, service in reversed(stack.services()):
         console.print(f"{'[green]stopped[/]' if service.stop() else 'not running'}: {name}")
 
@@ -76,15 +80,17 @@ def down(kafka_port: int, store_port: int, rest_port: int, spark_port: int) -> N
 @_ports
 @output_option
 @handle_errors
-def status(kafka_port: int, store_port: int, rest_port: int, spark_port: int, output: str) -> None:
+def status(kafka_port: int, store_port: int, rest_port: int, spark_port: int, registry_port: int,
+           output: str) -> None:
     """Which services run, where, and the catalog sections that reach them."""
-    stack = _stack(kafka_port, store_port, rest_port, spark_port)
+    stack = _stack(kafka_port, store_port, rest_port, spark_port, registry_port)
     running = {name: service.running() for name, service in stack.services()}
     if output == "json":
         emit_json({"running": running, **stack.describe()})
         return
     tbl = Table("service", "running", "address", title="icetide dev stack")
-    addresses = [stack.kafka.bootstrap, stack.store.endpoint, stack.rest.uri, stack.spark.master_url]
+    addresses = [stack.kafka.bootstrap, stack.store.endpoint, stack.rest.uri, stack.spark.master_url,
+                 stack.registry.url]
     for (name, up_), addr in zip(running.items(), addresses, strict=True):
         tbl.add_row(name, "[green]yes[/]" if up_ else "[red]no[/]", addr)
     console.print(tbl)

@@ -80,18 +80,22 @@ def kafka_status(port: int, output: str) -> None:
 @output_option
 @handle_errors
 def check(config_path: Path, output: str) -> None:
-    """Validate a pipeline config and check that Kafka and the catalog are reachable."""
-    from icetide.catalog import check_reachable
-    from icetide.ingest.source import list_partitions
+    """Validate a pipeline config and check that Kafka, the catalog and (Avro) the schema registry are reachable."""
+    from icetide.app.preflight import preflight
 
     cfg = load_config(config_path)
-    check_reachable(cfg)
-    parts = list_partitions(cfg.source)
+    pre = preflight(cfg)
     if output == "json":
         emit_json({"config": str(config_path), "valid": True, "pipeline": cfg.name, "catalog": cfg.catalog.type,
-                   "topics": {t: len(p) for t, p in parts.items()}})
+                   "topics": pre.topics, "subjects": pre.subjects, "warnings": pre.warnings})
         return
-    console.print(f"[green]✓[/] {config_path}: valid; Kafka reachable ({len(parts)} topics); catalog ok")
+    registry = f"; schema registry ok ({len(pre.subjects)} subjects)" if cfg.source.schema_registry else ""
+    console.print(f"[green]✓[/] {config_path}: valid; Kafka reachable ({len(pre.topics)} topics); catalog ok{registry}")
+    for s in pre.subjects:
+        console.print(f"  subject {s['subject']}: version {s['version']} (id {s['id']}), "
+                      f"compatibility {s['compatibility']}", markup=False, highlight=False)
+    for w in pre.warnings:
+        console.print(f"[yellow]![/] {w}")
 
 
 @click.command()

@@ -48,9 +48,10 @@ class PipelineConfig(Strict):
         route = self.target.route
         if route is not None and route.by == "record_name" and not avro:
             raise ValueError("target.route.by: record_name needs Avro values (source.format: avro)")
-        if avro and (self.target.cdc is not None or any("cdc" in v for v in self.target.tables.values())):
-            raise ValueError("target.cdc: CDC over Avro values is not supported yet (source.format: avro); "
-                             "read the change topic as JSON (Debezium's JsonConverter) or leave out target.cdc")
+        mixed = len(self.source.formats()) > 1
+        if mixed and (self.target.cdc is not None or any("cdc" in v for v in self.target.tables.values())):
+            raise ValueError("target.cdc: a CDC pipeline reads one format; split JSON and Avro change topics into "
+                             "two pipelines (source.topic_formats)")
         return self
 
     def resolve(self, path: str) -> str:

@@ -115,7 +115,8 @@ def _envelope(cdc: CdcSettings) -> Column:
     return F.when(F.ltrim(outer["payload"]).startswith("{"), inner).otherwise(outer.dropFields("payload"))
 
 
-def _ops(cdc: CdcSettings, op: Column) -> Column:
+def operations(cdc: CdcSettings, op: Column) -> Column:
+    """``delete`` or ``upsert`` from a change's operation value (null: unknown)."""
     return (F.when(op.isin(cdc.delete_values), F.lit("delete"))
             .when(op.isin([*cdc.insert_values, *cdc.update_values, *cdc.read_values]), F.lit("upsert")))
 
@@ -126,7 +127,7 @@ def unwrap(rows: DataFrame, cdc: CdcSettings) -> DataFrame:
     rows = rows.withColumn("_cdc_env", _envelope(cdc))
     env = F.col("_cdc_env")
     op = _pick(env, f["op"])
-    norm = _ops(cdc, op)
+    norm = operations(cdc, op)
     row = F.when(norm == "delete", env["before"]).otherwise(env["after"]) if cdc.format == "debezium" else _text()
     ordering = _pick(env, f["ordering"]).try_cast(ordering_type(cdc))
     return (rows.withColumn(RAW, F.col("value")).withColumn(OP, norm).withColumn(ORDERING, ordering)
@@ -140,7 +141,7 @@ def text_for_inference(cdc: CdcSettings) -> Column:
     if cdc.format == "plain":
         return _text()
     env = _envelope(cdc)
-    return F.when(_ops(cdc, env["op"]) == "delete", env["before"]).otherwise(env["after"])
+    return F.when(operations(cdc, env["op"]) == "delete", env["before"]).otherwise(env["after"])
 
 
 def errors(cdc: CdcSettings, parsed_col: str) -> tuple[Column, Column]:

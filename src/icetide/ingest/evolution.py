@@ -189,6 +189,8 @@ def diff(table: StructType, inferred: StructType, max_columns: int) -> Evolution
     evo = Evolution()
     budget = [max_columns - _count_fields(table)]
     _walk_struct(Path(()), table, inferred, evo, budget, names.schema_dotted_names(table))
+    order = {f.name: i for i, f in enumerate(inferred.fields)}  # new columns in the records' order (Avro's)
+    evo.added.sort(key=lambda a: order.get(a[0].parts[0], len(order)))
     return evo
 
 

@@ -166,7 +166,8 @@ class Preparer:
         texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
         json_for = infer_for if self.formats.json else []
         inferred = evolution.infer(self.spark, rows, routing.TABLE, json_for, texts) if json_for else {}
-        self.declared = {x: d for x in tables if (d := self.formats.declared(self.batch_ids.get(x, []))) is not None}
+        self.declared = {x: d for x in tables if (d := self.formats.declared(
+            self.batch_ids.get(x, []), t.policy_for(x).cdc)) is not None}
         for x, d in self.declared.items():  # types from the registry (Avro), with JSON's where a table has both
             inferred[x] = avro_types.merged([d, inferred[x]]) if x in inferred else d
         if t.field_names == "sanitize":

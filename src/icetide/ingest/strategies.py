@@ -31,6 +31,7 @@ from icetide.config.models import PipelineConfig
 from icetide.config.target import CdcSettings
 from icetide.ingest import cdc, decode, multi_write, one_pass, routing, shapes
 from icetide.ingest.batch_log import Laps
+from icetide.ingest.formats.avro import CDC_OP, CDC_ORDERING
 from icetide.ingest.ledger import Ledger, Pending
 from icetide.ingest.prepare import Parallel, Preparer, TablePlan
 from icetide.lake.offsets import BatchRanges
@@ -88,10 +89,21 @@ class Strategy:
             subset = subset.coalesce(max(1, -(-routed // ROWS_PER_WRITE_TASK)))
         policy = cfg.target.policy_for(plan.table)
         extra = [plan.refused] if plan.refused is not None else []
-        if policy.cdc is not None:
-            subset = cdc.unwrap(subset, policy.cdc)
+        avro = self.preparer.formats.avro
+        if policy.cdc is not None and avro is not None:  # the envelope decoded once, with the row
+            p, cls, msg = avro.parse_columns(plan.schema, cfg.source.max_value_bytes, decode.PARSED, policy.cdc)
+            parsed_col = F.col(decode.PARSED)
+            subset = (subset.withColumn(cdc.RAW, F.col("value")).withColumn(decode.PARSED, p)
+                      .withColumn("_cdc_op_raw", parsed_col[CDC_OP])
+                      .withColumn(cdc.OP, cdc.operations(policy.cdc, parsed_col[CDC_OP]))
+                      .withColumn(cdc.ORDERING, parsed_col[CDC_ORDERING]))
+            columns = (parsed_col, cls, msg)
             extra.append(cdc.errors(policy.cdc, decode.PARSED))
-        columns = self.preparer.formats.parse_columns(self.spark, plan.schema, cfg.source.max_value_bytes)
+        else:
+            if policy.cdc is not None:
+                subset = cdc.unwrap(subset, policy.cdc)
+                extra.append(cdc.errors(policy.cdc, decode.PARSED))
+            columns = self.preparer.formats.parse_columns(self.spark, plan.schema, cfg.source.max_value_bytes)
         parsed = decode.parse(subset, plan.schema, cfg.source.max_value_bytes, extra, columns)
         if policy.cdc is not None:  # unwrapping is costly: the MERGE and the dead letters share it
             parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)

@@ -1,5 +1,5 @@
 """The local production-like stack of ``icetide dev``: Kafka, an object store, two REST catalogs over
-it, and a Spark standalone master + worker; and the ``catalog:`` sections that reach them.
+it, a Spark standalone master + worker and a schema registry; and the config sections that reach them.
 
 Secrets never appear in what this module prints or writes into configs: catalog sections refer to
 ``${AWS_ACCESS_KEY_ID}``/``${AWS_SECRET_ACCESS_KEY}``, which ``$ICETIDE_HOME/dev/env`` (mode 0600)
@@ -16,6 +16,7 @@ from typing import Any
 from icetide import paths
 from icetide.services.kafka import LocalKafka
 from icetide.services.object_store import REGION, LocalObjectStore
+from icetide.services.registry import LocalRegistry
 from icetide.services.rest_catalog import LocalRestCatalog
 from icetide.services.spark_cluster import LocalSparkCluster
 
@@ -51,6 +52,7 @@ class DevStack:
     store_port: int = 8333
     rest_port: int = 8181
     spark_port: int = 7077
+    registry_port: int = 8085
 
     @property
     def kafka(self) -> LocalKafka:
@@ -63,6 +65,10 @@ class DevStack:
     @property
     def rest(self) -> LocalRestCatalog:
         return LocalRestCatalog(port=self.rest_port, store=self.store)
+
+    @property
+    def registry(self) -> LocalRegistry:
+        return LocalRegistry(port=self.registry_port, management_port=self.registry_port + 1000)
 
     @property
     def spark(self) -> LocalSparkCluster:
@@ -78,7 +84,7 @@ class DevStack:
 
     def services(self) -> list[tuple[str, Any]]:
         return [("kafka", self.kafka), ("object store", self.store), ("iceberg rest catalog", self.rest),
-                ("spark standalone", self.spark)]
+                ("spark standalone", self.spark), ("schema registry", self.registry)]
 
     def write_env(self) -> Path:
         """``export`` lines for the store's credentials, mode 0600 (the secret is not printed)."""
@@ -91,7 +97,7 @@ class DevStack:
 
     def describe(self) -> dict[str, Any]:
         """What to put in a pipeline config to use the stack (no secret values)."""
-        return {"source": {"bootstrap_servers": self.kafka.bootstrap},
+        return {"source": {"bootstrap_servers": self.kafka.bootstrap, "schema_registry": {"url": self.registry.url}},
                 "catalogs": {"iceberg-rest": iceberg_rest_catalog(self.rest),
                              "seaweedfs-rest": seaweedfs_rest_catalog(self.store)},
                 "spark": {"master": self.spark.master_url},

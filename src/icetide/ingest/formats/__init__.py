@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from icetide.config.source import KafkaSource
-from icetide.config.target import RouteSettings
+from icetide.config.target import CdcSettings, RouteSettings
 from icetide.ingest import checks, decode, shapes
 from icetide.ingest.formats.avro import ID, OK, AvroFormat, schema_id
 
@@ -96,8 +96,8 @@ class Formats:
             return col
         return F.when(self.is_avro(), F.lit(shapes.UNKNOWN).cast("long")).otherwise(col)
 
-    def declared(self, ids: list[int]) -> StructType | None:
-        return self.avro.declared(ids) if self.avro is not None else None
+    def declared(self, ids: list[int], cdc: CdcSettings | None = None) -> StructType | None:
+        return self.avro.declared(ids, cdc) if self.avro is not None else None
 
     def parse_columns(self, spark: SparkSession, schema: StructType, max_value_bytes: int,
                       parsed_name: str = decode.PARSED) -> tuple[Column, Column, Column]:

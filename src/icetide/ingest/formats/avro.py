@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BooleanType, DataType, MapType, StructField, StructType
+from pyspark.sql.types import ArrayType, BooleanType, DataType, MapType, StringType, StructField, StructType
 
 import icetide.ingest.formats.avro_types as avro_types
 from icetide.config.registry import SchemaRegistry
-from icetide.config.target import RouteSettings
+from icetide.config.target import CdcSettings, RouteSettings
+from icetide.ingest import cdc as cdc_rules
 from icetide.ingest.formats.registry import RegistryClient, UnknownSchemaId, subject
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 
 ID = "_icetide_schema_id"
 OK = "__icetide_ok"
+#: In a CDC table's parsed struct: the change's operation and ordering value, as the envelope gives them.
+CDC_OP, CDC_ORDERING = "__icetide_op", "__icetide_ordering"
 ERROR_CLASSES = ("truncated_record", "bad_magic_byte", "unknown_schema_id", "unsupported_schema", "undecodable",
                  "incompatible_schema")
 _SENTINEL = {"name": OK, "type": "boolean", "default": True}
@@ -192,29 +195,39 @@ class AvroFormat:
             return out
         return None
 
-    def declared(self, ids: list[int]) -> StructType | None:
-        """The record type of the table fed by ``ids``: every field of their decoded types."""
-        types = [self.decodings[i].struct for i in sorted(ids) if i in self.decodings]
+    def declared(self, ids: list[int], cdc: CdcSettings | None = None) -> StructType | None:
+        """The record type of the table fed by ``ids``: every field of their decoded rows."""
+        types = [t for i in sorted(ids) if i in self.decodings
+                 and (t := row_type(self.decodings[i].struct, cdc)) is not None]
         return avro_types.merged(types) if types else None
 
-    def parse_columns(self, schema: StructType, max_value_bytes: int, parsed_name: str
-                      ) -> tuple[Column, Column, Column]:
-        """(parsed struct: the table's columns plus ``__icetide_ok``, error class, error message)."""
+    def parse_columns(self, schema: StructType, max_value_bytes: int, parsed_name: str,
+                      cdc: CdcSettings | None = None) -> tuple[Column, Column, Column]:
+        """(parsed struct: the table's columns plus ``__icetide_ok`` and, for CDC, the change's
+        operation and ordering; error class; error message)."""
         sid = F.col(ID)
-        parsed = F.lit(None).cast(StructType([*schema.fields, StructField(OK, BooleanType(), True)]))
+        extra = [StructField(OK, BooleanType(), True)]
+        if cdc is not None:
+            extra += [StructField(CDC_OP, StringType(), True),
+                      StructField(CDC_ORDERING, cdc_rules.ordering_type(cdc), True)]
+        parsed = F.lit(None).cast(StructType([*schema.fields, *extra]))
         conflicts: dict[int, str] = {}
         for i in self.batch_ids:
             d = self.decodings.get(i)
-            if d is None:
+            row = row_type(d.struct, cdc) if d is not None else None
+            if d is None or row is None:
                 continue
-            fit = avro_types.fit(schema, d.struct)
+            fit = avro_types.fit(schema, row)
             if not fit.ok:
                 conflicts[i] = "; ".join(fit.conflicts)[:600]
                 continue
             decoded = d.column()
-            projected = F.when(decoded.isNotNull(), F.struct(*project(decoded, d.struct, schema).values(),
-                                                             decoded[OK].alias(OK)))
-            parsed = F.when(sid == F.lit(i), projected).otherwise(parsed)
+            cols = [*project(_row(decoded, d.struct, cdc), row, schema).values(), decoded[OK].alias(OK)]
+            if cdc is not None:
+                cols += [_pick(decoded, d.struct, _op_path(cdc)).cast("string").alias(CDC_OP),
+                         _pick(decoded, d.struct, cdc.ordering).try_cast(cdc_rules.ordering_type(cdc))
+                         .alias(CDC_ORDERING)]
+            parsed = F.when(sid == F.lit(i), F.when(decoded.isNotNull(), F.struct(*cols))).otherwise(parsed)
         p = F.col(parsed_name)
         v = F.col("value")
         error_class = (F.when(v.isNull(), F.lit("null_value"))
@@ -228,11 +241,52 @@ class AvroFormat:
         for i, why in sorted(conflicts.items()):
             error_class = error_class.when(sid == F.lit(i), F.lit("incompatible_schema"))
             message = message.when(sid == F.lit(i), F.lit(f"schema id {i} cannot be written to the table: {why}"))
+        if cdc is not None and cdc.format == "debezium":
+            for i in self.batch_ids:
+                d = self.decodings.get(i)
+                if d is not None and row_type(d.struct, cdc) is None:
+                    error_class = error_class.when(sid == F.lit(i), F.lit("incompatible_schema"))
+                    message = message.when(sid == F.lit(i), F.lit(
+                        f"schema id {i} is not a Debezium envelope (no record field 'after'; target.cdc.format)"))
         error_class = error_class.when(p[OK].isNull(), F.lit("undecodable"))
         message = message.when(p[OK].isNull(), F.concat(
             F.lit("the Avro payload does not decode with writer schema id "), sid.cast("string"),
             F.lit(" (truncated, or not written with that schema)")))
         return F.when(F.length(v) <= max_value_bytes, parsed), error_class, message
+
+
+def row_type(decoded: StructType, cdc: CdcSettings | None) -> StructType | None:
+    """The table row inside a decoded record: the record itself, or a Debezium envelope's ``after``
+    (``before`` when a schema lacks it); None when a Debezium schema has neither."""
+    if cdc is None or cdc.format != "debezium":
+        return decoded
+    for name in ("after", "before"):
+        f = next((f for f in decoded.fields if f.name == name), None)
+        if f is not None and isinstance(f.dataType, StructType):
+            return f.dataType
+    return None
+
+
+def _op_path(cdc: CdcSettings) -> str:
+    return "op" if cdc.format == "debezium" else cdc.operation_field
+
+
+def _row(decoded: Column, t: StructType, cdc: CdcSettings | None) -> Column:
+    if cdc is None or cdc.format != "debezium":
+        return decoded
+    op = decoded["op"] if _has_path(t, ["op"]) else F.lit(None).cast("string")
+    after = decoded["after"] if _has_path(t, ["after"]) else F.lit(None)
+    before = decoded["before"] if _has_path(t, ["before"]) else after
+    return F.when(op.isin(cdc.delete_values), before).otherwise(after)
+
+
+def _pick(decoded: Column, t: StructType, path: str) -> Column:
+    if not _has_path(t, path.split(".")):
+        return F.lit(None).cast("string")
+    out = decoded
+    for part in path.split("."):
+        out = out[part]
+    return out
 
 
 def _has_path(t: DataType, parts: list[str]) -> bool:

@@ -141,3 +141,41 @@ def subject(strategy: str, topic: str, record_full_name: str, key: bool = False)
     if strategy == "topic_record_name":
         return f"{topic}-{record_full_name}"
     return f"{topic}-{'key' if key else 'value'}"
+
+
+#: Compatibility levels at least as strict as BACKWARD (a consumer with the newest schema reads old data).
+SAFE_LEVELS = {"BACKWARD", "BACKWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE"}
+
+
+def preflight(cfg: SchemaRegistry, topics: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The subjects of ``topics`` (latest version and compatibility) and warnings; one request
+    each, no waiting. Raises :class:`~icetide.errors.ServiceUnreachableError` naming the key when the
+    registry does not answer, :class:`~icetide.errors.ConfigError` when it refuses the credentials."""
+    from icetide.errors import ServiceUnreachableError
+
+    client = RegistryClient(cfg.model_copy(update={"max_wait_s": 0.0, "timeout_s": min(cfg.timeout_s, 5.0)}))
+    try:
+        names = client.subjects()
+    except RegistryUnavailable as e:
+        raise ServiceUnreachableError(f"source.schema_registry.url: {e.args[0].split(';')[0]}; check the URL "
+                                      "(Apicurio: …/apis/ccompat/v7) and that the registry runs") from None
+    strategy = cfg.subject_name_strategy
+    mine = sorted(s for s in names if (strategy == "topic_name" and s in {f"{t}-value" for t in topics})
+                  or (strategy == "topic_record_name" and any(s.startswith(f"{t}-") for t in topics))
+                  or strategy == "record_name")
+    out: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for s in mine:
+        latest = client.latest(s) or {}
+        level = client.compatibility(s)
+        out.append({"subject": s, "version": latest.get("version"), "id": latest.get("id"), "compatibility": level})
+        if level is not None and level not in SAFE_LEVELS:
+            warnings.append(f"subject {s}: compatibility {level} is weaker than BACKWARD: a producer can register a "
+                            "schema whose records the table cannot take (they become dead letters); set BACKWARD or "
+                            "FULL_TRANSITIVE")
+    if strategy == "topic_name":
+        for t in topics:
+            if f"{t}-value" not in names:
+                warnings.append(f"topic {t}: no subject {t}-value in the registry yet (records will name their "
+                                "schema ids; check subject_name_strategy if producers use record names)")
+    return out, warnings
