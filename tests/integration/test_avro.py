@@ -241,7 +241,9 @@ def test_registry_down_for_a_minute_mid_run(kafka, lake, tmp_path, registry) -> 
         time.sleep(60)
         registry.start()
         wait_for(log, r"answers again", 0, timeout=120)
-        wait_for(log, r'"records": 20', log.read_text().index("answers again"), timeout=120)
+        m = wait_for(log, r'"records": 20.*"registry_wait": ([0-9.]+)', log.read_text().index("answers again"),
+                     timeout=120)
+        assert float(m.group(1)) >= 50  # the batch's wait shows in its event
     finally:
         kill_group(proc)
     ids = sorted(r["id"] for r in scan(cfg, table))

@@ -61,5 +61,5 @@ def setup_logging(verbose: bool, quiet: bool = False) -> None:
         stream=sys.stderr,
     )
     install_log_filter()
-    for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
+    for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway", "httpx", "httpx2"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -78,7 +78,7 @@ def produce(bootstrap: str, topic: str, values: Iterable[tuple[bytes | None, str
                 p.poll(0.1)
         if err is None:
             good += 1
-            if value is not None:
+            if value is not None and value[:1] == b"{":
                 ids.append(json.loads(value)["id"])
         else:
             bad += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from typing import Any
 
 import yaml
 from rich.table import Table
@@ -19,8 +20,9 @@ from icetide.services.kafka import LocalKafka
 TOPIC = "demo.events"
 
 
-def demo_config(port: int, trigger: str = "5 seconds") -> dict[str, object]:
-    return {
+def demo_config(port: int, trigger: str = "5 seconds", registry_url: str | None = None) -> dict[str, Any]:
+    """The demo pipeline; with ``registry_url``, Avro values whose schema comes from the registry."""
+    cfg: dict[str, Any] = {
         "name": "demo",
         "source": {"bootstrap_servers": f"127.0.0.1:{port}", "topics": [TOPIC],
                    "starting_offsets": "earliest", "max_offsets_per_trigger": 5000},
@@ -41,9 +43,13 @@ def demo_config(port: int, trigger: str = "5 seconds") -> dict[str, object]:
         "stream": {"trigger_interval": trigger, "checkpoint_location": "checkpoints/{pipeline}"},
         "spark": {"master": "local[2]"},
     }
+    if registry_url is not None:
+        cfg["source"].update({"format": "avro", "schema_registry": {"url": registry_url}})
+        cfg["target"].pop("schema")
+    return cfg
 
 
-def run_demo(seconds: float, events: int, port: int, fresh: bool) -> None:
+def run_demo(seconds: float, events: int, port: int, fresh: bool, fmt: str = "json", registry_port: int = 8095) -> None:
     from icetide.app.runner import run_until_stopped
 
     home = paths.home()
@@ -51,7 +57,7 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool) -> None:
     if fresh and demo_dir.exists():
         shutil.rmtree(demo_dir)
     demo_dir.mkdir(parents=True, exist_ok=True)
-    for profile in ("spark", "kafka"):
+    for profile in ("spark", "kafka", *(["registry"] if fmt == "avro" else [])):
         with console.status(f"fetching {profile} jars with Maven (first run only)…"):
             jvm.fetch(profile)
     broker = LocalKafka(port=port)
@@ -61,12 +67,27 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool) -> None:
         broker.start()
     console.print(f"[green]✓[/] Kafka (KRaft) on {broker.bootstrap}")
     create_topic(broker.bootstrap, TOPIC, partitions=4)
-    produced = produce(broker.bootstrap, TOPIC, sample_values(events, bad_every=200))
-    console.print(f"[green]✓[/] produced {produced.good} events (+ {produced.bad} bad records, "
+    registry = None
+    if fmt == "avro":
+        from icetide.demo.avro_events import avro_values
+        from icetide.services.registry import LocalRegistry
+
+        registry = LocalRegistry(port=registry_port, management_port=registry_port + 1000)
+        if fresh:
+            registry.reset()
+        with console.status("starting the schema registry…"):
+            registry.start()
+        console.print(f"[green]✓[/] schema registry (Apicurio, Confluent API) on {registry.url}")
+        values = avro_values(events, registry.url, TOPIC, bad_every=200)
+    else:
+        values = sample_values(events, bad_every=200)
+    produced = produce(broker.bootstrap, TOPIC, values)
+    console.print(f"[green]✓[/] produced {produced.good} events as {fmt.upper()} (+ {produced.bad} bad records, "
                   f"a new 'device' field from halfway) to '{TOPIC}'")
 
     cfg_path = demo_dir / "pipeline.yaml"
-    cfg_path.write_text(yaml.safe_dump(demo_config(port), sort_keys=False))
+    cfg_path.write_text(yaml.safe_dump(demo_config(port, registry_url=registry.url if registry else None),
+                                       sort_keys=False))
     cfg = load_config(cfg_path)
     console.print(f"[green]✓[/] pipeline config: {cfg_path}")
     started = time.monotonic()
@@ -78,6 +99,8 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool) -> None:
     maintenance(runner.spark, cfg)
     health_report(runner.spark, cfg, demo_dir)
     broker.stop()
+    if registry is not None:
+        registry.stop()
 
 
 def maintenance(spark, cfg) -> None:  # type: ignore[no-untyped-def]

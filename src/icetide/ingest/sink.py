@@ -144,7 +144,9 @@ class BatchWriter:
     def _process(self, df: DataFrame, batch_id: int, started: float) -> BatchResult | None:
         cfg = self.cfg
         formats = self.preparer.formats
+        waited = formats.avro.client.waited_s if formats.avro is not None else 0.0
         rows = formats.prepare(self.spark, decode.with_kafka_columns(df))  # Avro: the batch's schemas
+        waited = (formats.avro.client.waited_s if formats.avro is not None else 0.0) - waited
         route = cfg.target.route
         rows = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes,
                                   formats.verdict(self.spark), formats.route_value(route) if route else None)
@@ -165,6 +167,8 @@ class BatchWriter:
         if shape is not None:  # computed with the routing value, kept in the cache (8 bytes a record)
             rows = rows.withColumn(shapes.SHAPE, shape)
         ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
+        if waited:  # seconds this batch waited for the schema registry (an outage, see formats/registry.py)
+            ctx.lap.timings["registry_wait"] = round(waited, 3)
         done = None
         if cfg.target.route is not None and cfg.stream.one_pass_write and self._multi_table_write():
             done = self.one_pass.write(rows, ctx)
