@@ -87,7 +87,9 @@ def dead_letters(cfg_path: Path, table: str) -> list[dict[str, Any]]:
         return []
 
 
-def test_two_versions_in_one_batch_every_type_round_trips(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
+def test_two_versions_every_type_and_every_bad_input_in_one_batch(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
+    """Two schema versions interleaved in one batch, every Avro type, and one record of each bad
+    input kind among them: the good ones land exactly, each bad one is a dead letter of its class."""
     topic, ns = unique("avro-types"), unique("avro")
     table = f"{ns}.events"
     v1, v2 = serializer(registry.url, V1), serializer(registry.url, V2)
@@ -95,10 +97,26 @@ def test_two_versions_in_one_batch_every_type_round_trips(kafka, lake, tmp_path,
     values = [first] + [encode(v2 if i % 2 else v1, topic, record(i) | ({"note": f"n{i}"} if i % 2 else {}))
                         for i in range(1, 40)]
     assert len({schema_id(v) for v in values}) == 2
-    send(kafka.bootstrap, topic, values, partitions=2)
+    recursive = {"type": "record", "name": "Node", "namespace": ns, "fields": [
+        {"name": "id", "type": "long"}, {"name": "next", "type": ["null", "Node"], "default": None}]}
+    rec_id = register(registry.url, f"{ns}-other-value", recursive)
+    # the same record name with a type change that is no widening (string → long), another subject
+    clash = copy.deepcopy(V1)
+    clash["fields"][0] = {"name": "id", "type": "long"}
+    clash_id = register(registry.url, f"{ns}-clash-value", clash)
+    header = lambda i: b"\x00" + i.to_bytes(4, "big")  # noqa: E731
+    bad = {
+        "bad_magic_byte": b"\x01" + values[1][1:],
+        "truncated_record": b"\x00\x00\x01",
+        "unknown_schema_id": header(987_654) + b"\x02",
+        "undecodable": header(schema_id(values[1])) + b"\x02",  # "e" then nothing where "n" must be
+        "unsupported_schema": header(rec_id) + b"\x02\x00",
+        "incompatible_schema": header(clash_id) + b"\x02",
+    }
+    send(kafka.bootstrap, topic, [*values[:20], *bad.values(), *values[20:]], partitions=2)
     cfg = write_config(tmp_path / "p.yaml", avro_pipeline(kafka, lake, tmp_path, topic, table, registry.url))
     runner = run_in_process(spark, cfg)
-    assert runner.writer.counters.batches == 1  # both versions in one batch
+    assert runner.writer.counters.batches == 1  # both versions and the bad records in one batch
 
     rows = {r["id"]: r for r in scan(cfg, table)}
     assert len(rows) == 40
@@ -122,12 +140,22 @@ def test_two_versions_in_one_batch_every_type_round_trips(kafka, lake, tmp_path,
         assert r["ok"] is bool(i % 2) and r["ratio"] == 0.5
 
     iceberg = pyiceberg_catalog(load_config(cfg)).load_table(table).schema()
+    assert [f.name for f in iceberg.fields][:3] == ["id", "n", "amount"]  # the writer's order
     assert str(iceberg.find_type("n")) == "long"
     assert str(iceberg.find_type("ts")) == "timestamptz" and str(iceberg.find_type("local_ts")) == "timestamp"
     assert str(iceberg.find_type("amount")) == "decimal(12, 2)"
     assert iceberg.find_field("id").doc == "the event's id"
     assert "milliseconds after midnight" in (iceberg.find_field("at").doc or "")
-    assert not dead_letters(cfg, f"{table}_dlq")
+
+    letters = {r["error_class"]: r for r in dead_letters(cfg, f"{table}_dlq")}
+    assert sorted(letters) == sorted(bad)
+    for cls, value in bad.items():
+        assert letters[cls]["value"] == value  # the original bytes, for a replay
+    assert f"schema id {rec_id}" in letters["unsupported_schema"]["error_message"]
+    assert "contains itself" in letters["unsupported_schema"]["error_message"]
+    assert f"schema id {clash_id}" in letters["incompatible_schema"]["error_message"]
+    assert "id is string in the table but bigint" in letters["incompatible_schema"]["error_message"]
+    assert "987654" in letters["unknown_schema_id"]["error_message"]
 
 
 def test_python_type_mapping_matches_spark_from_avro(spark) -> None:  # type: ignore[no-untyped-def]
@@ -177,44 +205,6 @@ def test_record_name_routing_one_topic_many_tables(kafka, lake, tmp_path, spark,
     assert sorted(r["id"] for r in refunds) == [i for i in range(30) if not i % 3]
     assert {r["total"] for r in orders} == {i * 1.5 for i in range(30) if i % 3}
     assert not dead_letters(cfg, f"{ns}.dlq")
-
-
-def test_every_bad_input_is_a_dead_letter_with_its_class(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
-    topic, ns = unique("avro-bad"), unique("avrobad")
-    table = f"{ns}.events"
-    good_schema = {"type": "record", "name": "Ev", "namespace": ns, "fields": [
-        {"name": "id", "type": "long"}, {"name": "name", "type": "string"}]}
-    ser = serializer(registry.url, good_schema)
-    good = [encode(ser, topic, {"id": i, "name": f"n{i}"}) for i in range(10)]
-    sid = schema_id(good[0])
-    recursive = {"type": "record", "name": "Node", "namespace": ns, "fields": [
-        {"name": "id", "type": "long"}, {"name": "next", "type": ["null", "Node"], "default": None}]}
-    rec_id = register(registry.url, f"{ns}-other-value", recursive)
-    # the same record name with a type change that is no widening, registered under another subject
-    clash = {"type": "record", "name": "Ev", "namespace": ns, "fields": [
-        {"name": "id", "type": "string"}, {"name": "name", "type": "string"}]}
-    clash_id = register(registry.url, f"{ns}-clash-value", clash)
-    header = lambda i: b"\x00" + i.to_bytes(4, "big")  # noqa: E731
-    bad = {
-        "bad_magic_byte": b"\x01" + good[0][1:],
-        "truncated_record": b"\x00\x00\x01",
-        "unknown_schema_id": header(987_654) + b"\x02",
-        "undecodable": header(sid) + b"\x02",  # id 1, then a string whose length runs past the end
-        "unsupported_schema": header(rec_id) + b"\x02\x00",
-        "incompatible_schema": header(clash_id) + b"\x02x\x02y",
-    }
-    send(kafka.bootstrap, topic, [*good[:5], *bad.values(), *good[5:]], partitions=1)
-    cfg = write_config(tmp_path / "p.yaml", avro_pipeline(kafka, lake, tmp_path, topic, table, registry.url))
-    run_in_process(spark, cfg)
-    assert sorted(r["id"] for r in scan(cfg, table)) == list(range(10))
-    letters = {r["error_class"]: r for r in dead_letters(cfg, f"{table}_dlq")}
-    assert sorted(letters) == sorted(bad)
-    for cls, value in bad.items():
-        assert letters[cls]["value"] == value  # the original bytes, for a replay
-    assert str(rec_id) in letters["unsupported_schema"]["error_message"]
-    assert "contains itself" in letters["unsupported_schema"]["error_message"]
-    assert f"schema id {clash_id}" in letters["incompatible_schema"]["error_message"]
-    assert "987654" in letters["unknown_schema_id"]["error_message"]
 
 
 def test_registry_down_for_a_minute_mid_run(kafka, lake, tmp_path, registry) -> None:  # type: ignore[no-untyped-def]

@@ -42,7 +42,7 @@ def _ui_environment(port: int, app_name: str, timeout: float = 180) -> str:
     raise AssertionError(f"no Spark UI of {app_name} on ports {port}-{port + 16}")
 
 
-def test_a_canary_secret_appears_in_no_output(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_canary_secret_appears_in_no_output(kafka, spark, lake, tmp_path, registry) -> None:  # type: ignore[no-untyped-def]
     home = tmp_path / "home"
     home.mkdir()
     (home / "jars").symlink_to(paths.home() / "jars")  # the fetched jars; logs go to this test's home
@@ -57,6 +57,9 @@ def test_a_canary_secret_appears_in_no_output(kafka, spark, lake, tmp_path) -> N
                                                     f'required username="svc" password="{VAR}";'}
     cfg["catalog"]["password"] = VAR
     cfg["catalog"]["properties"] = {"s3.secret-access-key": VAR, "credential": f"client:{VAR}"}
+    # a schema registry with basic auth (an Avro topic beside the JSON one: both formats in one run)
+    cfg["source"]["topic_formats"] = {f"{topic}-avro": "avro"}
+    cfg["source"]["schema_registry"] = {"url": registry.url, "basic_auth_user_info": f"svc:{VAR}"}
     cfg["health"] = {"namespaces": [ns], "history_table": f"{ns}.health_{table.split('.')[1]}",
                      "webhook_url": f"http://alerts:{VAR}@127.0.0.1:{closed}/hooks/{VAR}",
                      "thresholds": {"snapshots_warning": 1, "partition_files_warning": 1}}

@@ -47,3 +47,28 @@ def test_every_import_of_a_benchmark_resolves(script: Path) -> None:
 
 def test_the_benchmarks_are_found() -> None:
     assert len(SCRIPTS) >= 10 and any(p.parts[-2:] == ("fanout", "run.py") for p in SCRIPTS)
+
+
+def test_avro_benchmark_encodes_the_wire_format_and_reports_ratios() -> None:
+    """The Avro benchmark's no-JVM path: its records decode back, its report computes the ratios."""
+    import io
+
+    import fastavro
+    from benchmarks.avro.run import SCHEMA, as_avro, events, markdown
+
+    evs = events(3)
+    values = as_avro(evs, 258)
+    assert all(v[:5] == b"\x00\x00\x00\x01\x02" for v in values)
+    back = fastavro.schemaless_reader(io.BytesIO(values[1][5:]), fastavro.parse_schema(SCHEMA), None)
+    assert back["id"] == evs[1]["id"] and back["event_time"] == evs[1]["event_time"]
+
+    def res(system: str, eps: float) -> dict[str, object]:
+        return {"system": system, "events_per_s": eps, "steady_events_per_s": eps * 1.2, "jvm_cpu_s_per_m_events": 9,
+                "batches": 4, "data_files": 16, "rows": 10, "expected": 10, "processed": 10}
+
+    machine = {"cpu": "x", "cores": 2, "memory_gib": 23, "os": "linux", "spark": "4.1.1", "spark_master": "local[2]",
+               "iceberg": "1.11.0"}
+    md = markdown({"machine": machine, "events": 10, "event_bytes": {"json": 300, "avro": 200},
+                   "results": [res("icetide JSON", 100.0), res("icetide Avro", 150.0),
+                               res("vanilla from_avro", 300.0)]})
+    assert "| icetide JSON | 100 | 1.50× |" in md and "| vanilla from_avro | 300 | 0.50× |" in md

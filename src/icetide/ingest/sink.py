@@ -143,13 +143,7 @@ class BatchWriter:
 
     def _process(self, df: DataFrame, batch_id: int, started: float) -> BatchResult | None:
         cfg = self.cfg
-        formats = self.preparer.formats
-        waited = formats.avro.client.waited_s if formats.avro is not None else 0.0
-        rows = formats.prepare(self.spark, decode.with_kafka_columns(df))  # Avro: the batch's schemas
-        waited = (formats.avro.client.waited_s if formats.avro is not None else 0.0) - waited
-        route = cfg.target.route
-        rows = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes,
-                                  formats.verdict(self.spark), formats.route_value(route) if route else None)
+        rows = decode.with_kafka_columns(df)
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
@@ -163,6 +157,20 @@ class BatchWriter:
         tasks = source.batch_tasks(cfg.source, ranges, self.spark.sparkContext.defaultParallelism)
         if tasks is not None:  # fewer, larger files: the Kafka read and every write run in ``tasks`` tasks
             rows = rows.coalesce(tasks)
+        formats, raw = self.preparer.formats, None
+        waited = 0.0
+        if formats.avro is not None:  # the raw batch is cached first: the schema ids come from it
+            raw = formats.with_ids(rows).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+            waited = formats.avro.client.waited_s
+            try:
+                formats.resolve(self.spark, raw)
+            except BaseException:
+                raw.unpersist()
+                raise
+            waited, rows = formats.avro.client.waited_s - waited, raw
+        route = cfg.target.route
+        rows = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes,
+                                  formats.verdict(self.spark), formats.route_value(route) if route else None)
         shape = self.preparer.shape_column()
         if shape is not None:  # computed with the routing value, kept in the cache (8 bytes a record)
             rows = rows.withColumn(shapes.SHAPE, shape)
@@ -176,17 +184,19 @@ class BatchWriter:
             return BatchResult(batch_id, sum(done.committed.values()), done.committed, 0, [],
                                time.monotonic() - started, max(done.ts_max) if done.ts_max else None,
                                timings=ctx.lap.timings)
-        if cfg.target.route is not None:
-            # Clustered by table, each table's scan of the cache skips the column batches of the
-            # others (in-memory partition pruning on the batch min/max of the table column).
-            rows = rows.sortWithinPartitions(routing.TABLE)
-        # DESER: PySpark's MEMORY_AND_DISK is the *serialized* level; every scan of the cache (one
-        # per table) would Java-deserialize the whole batch again.
-        rows = rows.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        if raw is None:
+            if cfg.target.route is not None:
+                # Clustered by table, each table's scan of the cache skips the column batches of the
+                # others (in-memory partition pruning on the batch min/max of the table column).
+                rows = rows.sortWithinPartitions(routing.TABLE)
+            # DESER: PySpark's MEMORY_AND_DISK is the *serialized* level; every scan of the cache (one
+            # per table) would Java-deserialize the whole batch again.
+            rows = rows.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        # else (Avro): the raw batch is cached; routing it again per scan costs a few expressions
         try:
             return self._process_cached(rows, ctx, started, done)
         finally:
-            rows.unpersist()
+            (raw if raw is not None else rows).unpersist()
 
     def _process_cached(self, batch: DataFrame, ctx: BatchContext, started: float,
                         done: one_pass.Result | None) -> BatchResult:

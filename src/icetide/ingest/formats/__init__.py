@@ -2,7 +2,8 @@
 
 The seam, one method per stage of a batch (see ``ARCHITECTURE.md``, "The path of one batch"):
 
-- ``resolve``: per batch, before anything reads a value (Avro: fetch the batch's new schema ids);
+- ``with_ids`` and ``resolve``: per batch, before anything reads a value (Avro: each record's schema
+  id; the batch's new ids fetched from the registry);
 - ``verdict``: ``"<class>\\t<message>"`` for a record that must never reach parsing, else null;
 - ``route_value``: the routing value, for the routes the format decides (``field``, ``record_name``);
 - ``shape``: a fingerprint of the record's shape, so known shapes skip inference (JSON only);
@@ -61,13 +62,16 @@ class Formats:
         return out
 
     # -- the stages -------------------------------------------------------------------------------
-    def prepare(self, spark: SparkSession, rows: DataFrame) -> DataFrame:
-        """Add what later stages read per record (Avro: the schema id), and learn the batch's schemas."""
+    def with_ids(self, rows: DataFrame) -> DataFrame:
+        """Add what later stages read per record (Avro: the schema id)."""
         if self.avro is None:
             return rows
-        rows = rows.withColumn(ID, F.when(self.is_avro(), schema_id()) if self.mixed else schema_id())
-        self.avro.resolve(spark, rows.where(F.col(ID).isNotNull()))
-        return rows
+        return rows.withColumn(ID, F.when(self.is_avro(), schema_id()) if self.mixed else schema_id())
+
+    def resolve(self, spark: SparkSession, rows: DataFrame) -> None:
+        """Learn the batch's schemas (Avro: its new schema ids, from the registry); ``rows`` has the ids."""
+        if self.avro is not None:
+            self.avro.resolve(spark, rows.where(F.col(ID).isNotNull()))
 
     def verdict(self, spark: SparkSession) -> Column | None:
         json_v = checks.verdict(spark, F.col("value"), self.source) if self.json else None

@@ -102,7 +102,7 @@ class AvroFormat:
     # -- per batch --------------------------------------------------------------------------------
     def resolve(self, spark: SparkSession, rows: DataFrame) -> None:
         """Learn every schema id of the batch (waits out a registry outage; see :mod:`.registry`)."""
-        pairs = [(str(r[0]), int(r[1])) for r in rows.select("_kafka_topic", schema_id().alias("i"))
+        pairs = [(str(r[0]), int(r[1])) for r in rows.select("_kafka_topic", F.col(ID).alias("i"))
                  .where(F.col("i").isNotNull()).distinct().collect()]
         for topic, sid in sorted(pairs, key=lambda p: p[1]):
             if sid in self.decodings or sid in self.refused or sid in self.unknown:

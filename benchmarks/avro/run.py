@@ -1,0 +1,216 @@
+"""Avro benchmark: icetide ingesting Avro (Confluent wire format, schema from a registry) against
+icetide ingesting the same events as JSON, and against vanilla Spark ``from_avro`` with one fixed
+schema into one table; same run, each system from a fresh JVM, 0-second trigger (capacity).
+
+The events are the ingest benchmark's (~300 B as JSON); the Avro ones are written with fastavro
+and the id the registry (Apicurio, local) gave the schema. Vanilla decodes with
+``from_avro(substring(value, 6), schema)``: no schema id check, no dead letters, no evolution.
+
+    .venv/bin/python -m benchmarks.avro.run [--events 2000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import random
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+from benchmarks.common import batch_window, jvm_cpu_seconds, steady_rate, stop_when_idle  # noqa: E402
+from benchmarks.ingest.run import MAX_OFFSETS, config, machine, run_worker  # noqa: E402
+from icetide import paths  # noqa: E402
+
+SCHEMA: dict[str, Any] = {"type": "record", "name": "Event", "namespace": "bench", "fields": [
+    {"name": "id", "type": "string"},
+    {"name": "event_time", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "user_id", "type": "long"}, {"name": "event_type", "type": "string"},
+    {"name": "amount", "type": "double"}, {"name": "payload", "type": "string"}]}
+TABLE_DDL = "id STRING, event_time TIMESTAMP, user_id BIGINT, event_type STRING, amount DOUBLE, payload STRING"
+CAPACITY = "0 seconds"
+
+
+def events(n: int, seed: int = 5) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    now = datetime.now(UTC)
+    return [{"id": f"evt-{i:09d}", "event_time": now - timedelta(seconds=rng.randint(0, 3 * 86400)),
+             "user_id": rng.randint(1, 50_000), "event_type": f"t{i % 20:02d}", "amount": round(rng.uniform(0, 500), 2),
+             "payload": "x" * 150} for i in range(n)]
+
+
+def as_json(e: dict[str, Any]) -> bytes:
+    return json.dumps({**e, "event_time": e["event_time"].isoformat()}, separators=(",", ":")).encode()
+
+
+def as_avro(events_: list[dict[str, Any]], schema_id: int) -> list[bytes]:
+    """The Confluent wire format: byte 0, the 4-byte schema id, Avro binary (fastavro)."""
+    import fastavro
+
+    parsed = fastavro.parse_schema(SCHEMA)
+    header = b"\x00" + schema_id.to_bytes(4, "big")
+    out = []
+    for e in events_:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, e)
+        out.append(header + buf.getvalue())
+    return out
+
+
+def vanilla_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
+    """``from_avro`` with the one fixed schema into one table (Iceberg defaults)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    from icetide.config import load_config
+    from icetide.spark import build_session
+
+    cfg = load_config(cfg_path)
+    spark = build_session(cfg)
+    table = f"{cfg.catalog.name}.{cfg.target.table}"
+    cpu0 = jvm_cpu_seconds(spark)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cfg.catalog.name}.{cfg.target.table.split('.')[0]}")
+    spark.sql(f"CREATE TABLE {table} ({TABLE_DDL}, _kafka_topic STRING, _kafka_partition INT, _kafka_offset BIGINT, "
+              "_kafka_timestamp TIMESTAMP, _kafka_key STRING) USING iceberg PARTITIONED BY (days(event_time))")
+    kafka = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", cfg.source.bootstrap_servers)
+             .option("subscribe", ",".join(cfg.source.topics or [])).option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", str(MAX_OFFSETS)).load())
+    rows = kafka.select(
+        from_avro(F.expr("substring(value, 6)"), json.dumps(SCHEMA)).alias("a"), "topic", "partition", "offset",
+        "timestamp", "key",
+    ).select("a.*", F.col("topic").alias("_kafka_topic"), F.col("partition").alias("_kafka_partition"),
+             F.col("offset").alias("_kafka_offset"), F.col("timestamp").alias("_kafka_timestamp"),
+             F.col("key").cast("string").alias("_kafka_key"))
+    query = (rows.writeStream.format("iceberg").outputMode("append").trigger(processingTime=CAPACITY)
+             .option("checkpointLocation", cfg.checkpoint_dir()).toTable(table))
+    stop_when_idle(query)
+    t0, t1, processed, n_batches = batch_window(query)
+    cpu = jvm_cpu_seconds(spark) - cpu0
+    out = {"system": "vanilla from_avro", "rows": spark.table(table).count(), "expected": expected,
+           "processed": processed, "batches": n_batches, "seconds": round(t1 - t0, 3),
+           "events_per_s": round(processed / (t1 - t0), 1), "steady_events_per_s": steady_rate(query),
+           "jvm_cpu_s_per_m_events": round(cpu / processed * 1e6, 1),
+           "data_files": spark.sql(f"SELECT count(*) FROM {table}.files").first()[0]}
+    spark.stop()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    args = ap.parse_args()
+    results, event_bytes = run(args.events)
+    report = {"machine": machine(), "events": args.events, "event_bytes": event_bytes, "results": results}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(report, indent=2, default=str))
+    (args.out / "results.md").write_text(markdown(report))
+    print((args.out / "results.md").read_text())
+
+
+def run(n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Produce ``n`` events as JSON and as Avro, drain each with each system; the results."""
+    from icetide.demo.events import create_topic
+    from icetide.services.kafka import LocalKafka
+    from icetide.services.registry import LocalRegistry
+    from tests.fixtures.records import send
+
+    work = paths.home() / "bench" / uuid.uuid4().hex[:8]
+    work.mkdir(parents=True)
+    broker, registry = LocalKafka(port=39193), LocalRegistry(port=39197, management_port=39198)
+    broker.reset()
+    registry.reset()
+    broker.start()
+    registry.start()
+    try:
+        import urllib.request
+
+        body = json.dumps({"schema": json.dumps(SCHEMA)}).encode()
+        req = urllib.request.Request(f"{registry.url}/subjects/bench.avro-value/versions", data=body,
+                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            schema_id = int(json.loads(r.read())["id"])
+        evs = events(n)
+        json_values, avro_values = [as_json(e) for e in evs], as_avro(evs, schema_id)
+        for topic, values in (("bench.json", json_values), ("bench.avro", avro_values)):
+            create_topic(broker.bootstrap, topic, 4)
+            send(broker.bootstrap, topic, values, 4)
+        sizes = {"json": len(json_values[0]), "avro": len(avro_values[0])}
+        print(f"produced {n} events: ~{sizes['json']} B as JSON, ~{sizes['avro']} B as Avro", flush=True)
+        results = []
+        cfg = config(broker.bootstrap, "bench.json", "bench.icetide_json", work, CAPACITY)
+        results.append({**run_worker("icetide", cfg, work, n), "system": "icetide JSON"})
+        cfg = config(broker.bootstrap, "bench.avro", "bench.icetide_avro", work, CAPACITY)
+        cfg["source"].update({"format": "avro", "schema_registry": {"url": registry.url}})
+        del cfg["target"]["schema"]
+        results.append({**run_worker("icetide", cfg, work, n), "system": "icetide Avro"})
+        results.append(vanilla_run(config(broker.bootstrap, "bench.avro", "bench.vanilla_avro", work, CAPACITY),
+                                   work, n))
+        return results, sizes
+    finally:
+        broker.reset()
+        registry.reset()
+
+
+def vanilla_run(cfg: dict[str, Any], work: Path, expected: int) -> dict[str, Any]:
+    path = work / "vanilla-avro.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = work / "vanilla-avro.json"
+    with open(work / "vanilla-avro.log", "w") as log:
+        rc = subprocess.call([sys.executable, "-m", "benchmarks.avro.run", "worker", str(path), str(expected),
+                              str(out)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    if rc != 0:
+        raise RuntimeError(f"vanilla from_avro worker failed; see {work / 'vanilla-avro.log'}")
+    result: dict[str, Any] = json.loads(out.read_text())
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def markdown(r: dict[str, Any]) -> str:
+    m = r["machine"]
+    by = {x["system"]: x for x in r["results"]}
+    avro = by["icetide Avro"]
+
+    def ratio(a: float | None, b: float | None) -> str:
+        return f"{a / b:.2f}×" if a and b else "–"
+
+    lines = [
+        "# Avro benchmark: icetide Avro vs icetide JSON vs vanilla `from_avro`", "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; Spark {m['spark']} "
+        f"({m['spark_master']}), Iceberg {m['iceberg']}; {time.strftime('%Y-%m-%d')}.",
+        f"{r['events']:,} events (~{r['event_bytes']['json']} B as JSON, ~{r['event_bytes']['avro']} B as Avro) on "
+        f"one 4-partition topic each, maxOffsetsPerTrigger {MAX_OFFSETS:,}, trigger 0 s, each system from a fresh "
+        "JVM. *Steady* leaves out the first batch. Rates and CPU are per Kafka row read (Spark's `numInputRows`): "
+        "a system that reads the topic twice per batch shows 2.0 reads per event, and its real rate is half.", "",
+        "| system | events/s | Avro ÷ this | steady events/s | Avro ÷ this (steady) | JVM CPU s per 1M events "
+        "| Kafka reads per event | batches | data files | rows ok |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for x in r["results"]:
+        lines.append(
+            f"| {x['system']} | {x['events_per_s']:,.0f} | {ratio(avro['events_per_s'], x['events_per_s'])} | "
+            f"{x.get('steady_events_per_s') or 0:,.0f} | "
+            f"{ratio(avro.get('steady_events_per_s'), x.get('steady_events_per_s'))} | "
+            f"{x['jvm_cpu_s_per_m_events']} | {x['processed'] / x['expected']:.1f} | {x['batches']} | "
+            f"{x['data_files']} | {x['rows'] == x['expected']} |")
+    lines += ["", "Targets (issue #30): Avro ≥ 1.0× icetide's own JSON events/s, and ≥ 0.9× vanilla `from_avro`.",
+              "See [analysis.md](analysis.md) for where the time goes.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        _, _, cfg_path, expected, out_path = sys.argv
+        Path(out_path).write_text(json.dumps(vanilla_worker(Path(cfg_path), int(expected))))
+    else:
+        main()
