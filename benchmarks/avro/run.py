@@ -203,6 +203,17 @@ def markdown(r: dict[str, Any]) -> str:
             f"{ratio(avro.get('steady_events_per_s'), x.get('steady_events_per_s'))} | "
             f"{x['jvm_cpu_s_per_m_events']} | {x['processed'] / x['expected']:.1f} | {x['batches']} | "
             f"{x['data_files']} | {x['rows'] == x['expected']} |")
+    for x in r["results"]:
+        batches = x.get("batch_phases") or []
+        if not batches:
+            continue
+        names = list(dict.fromkeys(k for b in batches for k in b["timings"]))
+        lines += ["", f"{x['system']}: seconds per phase of each batch (the batch event's `timings`)", "",
+                  "| batch | records | " + " | ".join(names) + " | whole batch |",
+                  "|---:|---:|" + "---:|" * (len(names) + 1)]
+        for b in batches:
+            lines.append(f"| {b['batch']} | {b['records']:,} | "
+                         + " | ".join(f"{b['timings'].get(n, 0.0):.2f}" for n in names) + f" | {b['seconds']:.2f} |")
     lines += ["", "Targets (issue #30): Avro ≥ 1.0× icetide's own JSON events/s, and ≥ 0.9× vanilla `from_avro`.",
               "See [analysis.md](analysis.md) for where the time goes.", ""]
     return "\n".join(lines)

@@ -74,9 +74,16 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
     table = f"{cfg.catalog.name}.{cfg.target.table}"
     started = time.time()
     cpu0 = jvm_cpu_seconds(spark)
+    phases = None
     if system.startswith("icetide"):
+        import logging
+
+        from benchmarks.fanout.run import BatchPhases
         from icetide.app.runner import Runner
 
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        phases = BatchPhases()
+        logging.getLogger("icetide.ingest.sink").addHandler(phases)
         runner = Runner(cfg, spark=spark)
         if ready_file:
             threading.Timer(8.0, ready_file.touch).start()
@@ -132,7 +139,8 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
             "jvm_cpu_s_per_m_events": round(cpu / processed * 1e6, 1), "trigger": cfg.stream.trigger_interval,
             "freshness_ms_p50": fresh[0][0],
             "freshness_ms_p99": fresh[0][1], "data_files": files,
-            "maintenance_rewrites": rewrites, "wall_s": round(time.time() - started, 1)}
+            "maintenance_rewrites": rewrites, "wall_s": round(time.time() - started, 1),
+            **({"batch_phases": phases.batches} if phases is not None else {})}
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from icetide.maintenance.cycle import plan_all, run_cycle
 from tests.fixtures.cdc_stream import assert_final_state, cdc_config, generate, send_changes
 from tests.fixtures.stack import kill_group, run_in_process, start, unique, wait_for
 
-KEYS, CHANGES = 50_000, 500_000
+KEYS, CHANGES = 25_000, 250_000
 
 
 def test_debezium_changes_land_as_the_exact_final_state_on_merge_on_read(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -92,7 +92,7 @@ def test_cdc_sigkill_three_times_format_v3_then_exact_final_state(kafka, spark, 
     send_changes(kafka.bootstrap, topic, stream)
     cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"ordering": "version"}, **{"format-version": "3"})
     raw = yaml.safe_load(cfg.read_text())
-    raw["source"]["max_offsets_per_trigger"] = 45_000  # ~6 batches: every kill lands in a running batch
+    raw["source"]["max_offsets_per_trigger"] = 22_000  # ~6 batches: every kill lands in a running batch
     cfg.write_text(yaml.safe_dump(raw))
     log = tmp_path / "run.log"
     for i in range(3):
