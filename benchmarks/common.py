@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -97,3 +99,18 @@ def scratch_session(name: str, namespace: str) -> tuple[Any, Path]:
     spark = build_session(load_config(work / f"{name}.yaml"))
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS icetide.{namespace}")
     return spark, work
+
+
+class BatchPhases(logging.Handler):
+    """Keeps each batch event's phase timings (seconds per phase, see BatchResult.timings)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.batches: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if text.startswith('{"event": "batch"'):
+            e = json.loads(text)
+            self.batches.append({"batch": e["batch"], "records": e["records"], "seconds": e["seconds"],
+                                 "timings": e["timings"]})

@@ -33,7 +33,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-from benchmarks.common import batch_window, jvm_cpu_seconds, steady_rate  # noqa: E402
+from benchmarks.common import BatchPhases, batch_window, jvm_cpu_seconds, steady_rate  # noqa: E402
 from benchmarks.ingest.run import MAX_OFFSETS, SCHEMA, TRIGGER, config, machine, run_worker  # noqa: E402
 from icetide import paths  # noqa: E402
 
@@ -95,21 +95,6 @@ def fanout_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
             "events_per_s": round(processed / (t1 - t0), 1), "steady_events_per_s": steady_rate(query),
             "jvm_cpu_s_per_m_events": round(cpu / processed * 1e6, 1), "trigger": cfg.stream.trigger_interval,
             "data_files": files, "wall_s": round(time.time() - started, 1), "batch_phases": phases.batches}
-
-
-class BatchPhases(logging.Handler):
-    """Keeps each batch event's phase timings (seconds per phase, see BatchResult.timings)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.batches: list[dict[str, Any]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if text.startswith('{"event": "batch"'):
-            e = json.loads(text)
-            self.batches.append({"batch": e["batch"], "records": e["records"], "seconds": e["seconds"],
-                                 "timings": e["timings"]})
 
 
 def main() -> None:

@@ -78,7 +78,7 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
     if system.startswith("icetide"):
         import logging
 
-        from benchmarks.fanout.run import BatchPhases
+        from benchmarks.common import BatchPhases
         from icetide.app.runner import Runner
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
