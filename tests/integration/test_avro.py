@@ -331,3 +331,29 @@ def test_avro_exactly_once_across_kills_at_named_points(kafka, lake, tmp_path, s
     assert len(ids) == 12_000 and set(ids) == set(range(12_000))
     letters = dead_letters(cfg, f"{table}_dlq")
     assert len(letters) == 12 and {r["error_class"] for r in letters} == {"bad_magic_byte"}
+
+
+def test_check_lists_the_topics_subjects_and_warns_on_weak_compatibility(kafka, lake, tmp_path, registry) -> None:  # type: ignore[no-untyped-def]
+    from icetide.demo.events import create_topic
+    from tests.fixtures.avro import set_compatibility
+    from tests.fixtures.stack import icetide_cli
+
+    topic, ns = unique("avro-check"), unique("avrock")
+    create_topic(kafka.bootstrap, topic, 1)
+    schema = {"type": "record", "name": "Ev", "namespace": ns, "fields": [{"name": "id", "type": "long"}]}
+    sid = schema_id(encode(serializer(registry.url, schema), topic, {"id": 1}))
+    cfg = write_config(tmp_path / "p.yaml", avro_pipeline(kafka, lake, tmp_path, topic, f"{ns}.events", registry.url))
+    res = icetide_cli("check", "-c", str(cfg), "-o", "json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["subjects"] == [{"subject": f"{topic}-value", "version": 1, "id": sid, "compatibility": "BACKWARD"}]
+    assert out["warnings"] == []
+    set_compatibility(registry.url, f"{topic}-value", "FORWARD")
+    res = icetide_cli("check", "-c", str(cfg), "-o", "json")
+    assert res.returncode == 0, res.stderr
+    assert [w[:80] for w in json.loads(res.stdout)["warnings"]] == [
+        f"subject {topic}-value: compatibility FORWARD is weaker than BACKWARD: a producer can register a schema"[:80]]
+    # a registry that does not answer: one line naming the key, before anything starts
+    dead = avro_pipeline(kafka, lake, tmp_path, topic, f"{ns}.events", "http://127.0.0.1:9/apis/ccompat/v7")
+    res = icetide_cli("check", "-c", str(write_config(tmp_path / "dead.yaml", dead)))
+    assert res.returncode == 2 and "source.schema_registry.url:" in res.stderr and "Traceback" not in res.stderr
