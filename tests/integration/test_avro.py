@@ -184,19 +184,40 @@ def test_python_type_mapping_matches_spark_from_avro(spark) -> None:  # type: ig
         assert plain(mine) == plain(from_jvm)
 
 
-def test_record_name_routing_one_topic_many_tables(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
+def test_record_name_routing_one_topic_many_tables_with_avro_keys(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
+    """One topic, two record types (record-name subjects) → a table per type; Avro keys (a record
+    key and a primitive one) land as JSON text in _kafka_key; a key that does not decode is a dead
+    letter that keeps the key's bytes."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
     topic, ns = unique("avro-rn"), unique("avrorn")
     order = {"type": "record", "name": "Purchase", "namespace": f"shop.{ns}", "fields": [
         {"name": "id", "type": "long"}, {"name": "total", "type": "double"}]}
     refund = {"type": "record", "name": "Refund", "namespace": f"shop.{ns}", "fields": [
         {"name": "id", "type": "long"}, {"name": "reason", "type": "string"}]}
     so, sr = serializer(registry.url, order, "record_name"), serializer(registry.url, refund, "record_name")
-    values = [encode(so, topic, {"id": i, "total": i * 1.5}) if i % 3 else encode(sr, topic, {"id": i, "reason": "x"})
-              for i in range(30)]
-    send(kafka.bootstrap, topic, values, partitions=2)
+    client = SchemaRegistryClient({"url": registry.url})
+    key_record = AvroSerializer(client, json.dumps({"type": "record", "name": "Key", "namespace": ns,
+                                                    "fields": [{"name": "id", "type": "long"}]}),
+                                conf={"subject.name.strategy": lambda ctx, name: f"{topic}-purchase-key"})
+    key_string = AvroSerializer(client, json.dumps("string"),
+                                conf={"subject.name.strategy": lambda ctx, name: f"{topic}-refund-key"})
+    kctx = SerializationContext(topic, MessageField.KEY)
+    records = [(key_record({"id": i}, kctx), encode(so, topic, {"id": i, "total": i * 1.5})) if i % 3
+               else (key_string(f"r{i}", kctx), encode(sr, topic, {"id": i, "reason": "x"})) for i in range(30)]
+    bad_key = b"\x00" + records[1][0][1:5] + b"\xff"  # a known key schema id, a payload that does not decode
+    records.append((bad_key, encode(so, topic, {"id": 99, "total": 0.0})))
+    p = Producer({"bootstrap.servers": kafka.bootstrap})
+    for k, v in records:
+        p.produce(topic, key=bytes(k), value=v)
+    assert p.flush(30) == 0
     cfg_dict = avro_pipeline(kafka, lake, tmp_path, topic, f"{ns}.unused", registry.url,
                              target={"route": {"by": "record_name", "table": f"{ns}.{{value}}"}})
     cfg_dict["source"]["schema_registry"]["subject_name_strategy"] = "record_name"
+    cfg_dict["source"]["key_format"] = "avro"
     cfg_dict["dead_letter"] = {"table": f"{ns}.dlq"}
     cfg = write_config(tmp_path / "p.yaml", cfg_dict)
     run_in_process(spark, cfg)
@@ -204,7 +225,12 @@ def test_record_name_routing_one_topic_many_tables(kafka, lake, tmp_path, spark,
     assert sorted(r["id"] for r in orders) == [i for i in range(30) if i % 3]
     assert sorted(r["id"] for r in refunds) == [i for i in range(30) if not i % 3]
     assert {r["total"] for r in orders} == {i * 1.5 for i in range(30) if i % 3}
-    assert not dead_letters(cfg, f"{ns}.dlq")
+    assert {r["_kafka_key"] for r in orders} == {json.dumps({"id": i}, separators=(",", ":"))
+                                                 for i in range(30) if i % 3}
+    assert {r["_kafka_key"] for r in refunds} == {f'"r{i}"' for i in range(30) if not i % 3}
+    letters = dead_letters(cfg, f"{ns}.dlq")
+    assert [(r["error_class"], r["_kafka_key"]) for r in letters] == [("undecodable", bad_key)]
+    assert "the key does not decode" in letters[0]["error_message"]
 
 
 def test_registry_down_for_a_minute_mid_run(kafka, lake, tmp_path, registry) -> None:  # type: ignore[no-untyped-def]

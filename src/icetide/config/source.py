@@ -31,6 +31,11 @@ class KafkaSource(Strict):
         description="Per-topic format where a pipeline reads several: topic name or Java regex → json|avro "
         "(the first match wins; unmatched topics use format)",
     )
+    key_format: Literal["string", "avro"] = Field(
+        default="string",
+        description="How record keys land in _kafka_key: their bytes as text (string), or avro: decoded through "
+        "the schema registry and kept as JSON text (a key that does not decode makes the record a dead letter)",
+    )
     schema_registry: SchemaRegistry | None = Field(
         default=None, description="The schema registry Avro values and keys name their writer schema in"
     )
@@ -132,13 +137,16 @@ class KafkaSource(Strict):
     def _one_subscription(self) -> KafkaSource:
         if (self.topics is None) == (self.topic_pattern is None):
             raise ValueError("set exactly one of 'topics' or 'topic_pattern'")
-        if self.schema_registry is None and "avro" in self.formats():
+        if self.schema_registry is None and self.needs_registry():
             raise ValueError("Avro needs schema_registry: {url: ...} (the registry the producers register their "
                              "schemas in)")
         return self
 
+    def needs_registry(self) -> bool:
+        return "avro" in self.formats() or self.key_format == "avro"
+
     def formats(self) -> set[str]:
-        """Every format this source may read."""
+        """Every value format this source may read."""
         return {self.format, *self.topic_formats.values()}
 
     def format_of(self, topic: str) -> str:

@@ -25,6 +25,8 @@ PARSED = "_icetide_parsed"
 ERROR_CLASS = "_icetide_error_class"
 ERROR_MESSAGE = "_icetide_error_message"
 RAW = "_icetide_raw"
+#: The key's original bytes when ``_kafka_key`` holds its decoded text (source.key_format: avro).
+RAW_KEY = "_icetide_raw_key"
 
 #: Kafka metadata columns added to each target table (and always to the dead-letter table).
 KAFKA_COLUMNS = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_key")
@@ -173,8 +175,9 @@ def dead_letter_rows(parsed: DataFrame, pipeline: str, target_table: Column,
                      error_class: str = ERROR_CLASS, error_message: str = ERROR_MESSAGE) -> DataFrame:
     headers = F.col("_kafka_headers") if "_kafka_headers" in parsed.columns else F.lit(None).cast(HEADERS_TYPE)
     raw = F.col(RAW) if RAW in parsed.columns else F.col("value")  # CDC rows keep the original bytes there
+    key = F.col(RAW_KEY) if RAW_KEY in parsed.columns else F.col("_kafka_key")
     return parsed.select(
-        *[F.col(c) for c in KAFKA_COLUMNS],
+        *[F.col(c) for c in KAFKA_COLUMNS[:-1]], key.alias("_kafka_key"),
         raw.alias("value"),
         headers.alias("_kafka_headers"),
         F.lit(pipeline).alias("pipeline"),

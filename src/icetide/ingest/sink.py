@@ -169,8 +169,10 @@ class BatchWriter:
                 raise
             waited, rows = formats.avro.client.waited_s - waited, raw
         route = cfg.target.route
-        rows = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes,
-                                  formats.verdict(self.spark), formats.route_value(route) if route else None)
+        rows = routing.with_route(formats.with_keys(rows), cfg.target, self.preparer.reserved,
+                                  cfg.source.max_value_bytes, formats.verdict(self.spark),
+                                  formats.route_value(route) if route else None)
+        rows = formats.keys_as_text(rows)
         shape = self.preparer.shape_column()
         if shape is not None:  # computed with the routing value, kept in the cache (8 bytes a record)
             rows = rows.withColumn(shapes.SHAPE, shape)

@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 from icetide.config.source import KafkaSource
 from icetide.config.target import CdcSettings, RouteSettings
 from icetide.ingest import checks, decode, shapes
-from icetide.ingest.formats.avro import ID, OK, AvroFormat, schema_id
+from icetide.ingest.formats.avro import ID, KEY_ID, KEY_TEXT, OK, AvroFormat, schema_id
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -46,11 +46,14 @@ class Formats:
         self.source = source
         names = source.formats()
         self.json = "json" in names
-        self.avro = AvroFormat(source.schema_registry) if "avro" in names and source.schema_registry else None
+        self.avro = AvroFormat(source.schema_registry) if source.needs_registry() and source.schema_registry else None
+        self.avro_values = "avro" in names
+        self.avro_keys = source.key_format == "avro"
 
     @property
     def mixed(self) -> bool:
-        return self.json and self.avro is not None
+        """JSON and Avro values in one pipeline (by topic)."""
+        return self.json and self.avro_values
 
     def is_avro(self) -> Column:
         """Per record: whether its topic is read as Avro."""
@@ -66,24 +69,44 @@ class Formats:
         """Add what later stages read per record (Avro: the schema id)."""
         if self.avro is None:
             return rows
+        if self.avro_keys:
+            rows = rows.withColumn(KEY_ID, schema_id("_kafka_key"))
+        if not self.avro_values:
+            return rows
         return rows.withColumn(ID, F.when(self.is_avro(), schema_id()) if self.mixed else schema_id())
 
     def resolve(self, spark: SparkSession, rows: DataFrame) -> None:
         """Learn the batch's schemas (Avro: its new schema ids, from the registry); ``rows`` has the ids."""
-        if self.avro is not None:
+        if self.avro is not None and self.avro_values:
             self.avro.resolve(spark, rows.where(F.col(ID).isNotNull()))
+        if self.avro is not None and self.avro_keys:
+            self.avro.resolve_keys(rows)
+
+    def with_keys(self, rows: DataFrame) -> DataFrame:
+        """Avro keys: each record's key as JSON text (before the verdict, which refuses keys that do not decode)."""
+        return rows.withColumn(KEY_TEXT, self.avro.key_text()) if self.avro is not None and self.avro_keys else rows
+
+    def keys_as_text(self, rows: DataFrame) -> DataFrame:
+        """Avro keys: ``_kafka_key`` becomes the key's JSON text; the original bytes stay for dead letters."""
+        if self.avro is None or not self.avro_keys:
+            return rows
+        return (rows.withColumn(decode.RAW_KEY, F.col("_kafka_key"))
+                .withColumn("_kafka_key", F.col(KEY_TEXT).cast("binary")))
 
     def verdict(self, spark: SparkSession) -> Column | None:
         json_v = checks.verdict(spark, F.col("value"), self.source) if self.json else None
-        if self.avro is None:
-            return json_v
-        avro_v = self.avro.verdict()
-        if not self.mixed:
-            return avro_v
-        return F.when(self.is_avro(), avro_v).otherwise(json_v if json_v is not None else F.lit(None).cast("string"))
+        value_v = json_v
+        if self.avro is not None and self.avro_values:
+            avro_v = self.avro.verdict()
+            value_v = avro_v if not self.mixed else F.when(self.is_avro(), avro_v).otherwise(
+                json_v if json_v is not None else F.lit(None).cast("string"))
+        if self.avro is None or not self.avro_keys:
+            return value_v
+        key_v = self.avro.key_verdict()
+        return key_v if value_v is None else F.coalesce(value_v, key_v)
 
     def route_value(self, route: RouteSettings) -> Column | None:
-        if self.avro is None:
+        if self.avro is None or not self.avro_values:
             return None
         avro_v = self.avro.route_value(route)
         if avro_v is None or not self.mixed:
@@ -101,12 +124,12 @@ class Formats:
         return F.when(self.is_avro(), F.lit(shapes.UNKNOWN).cast("long")).otherwise(col)
 
     def declared(self, ids: list[int], cdc: CdcSettings | None = None) -> StructType | None:
-        return self.avro.declared(ids, cdc) if self.avro is not None else None
+        return self.avro.declared(ids, cdc) if self.avro is not None and self.avro_values else None
 
     def parse_columns(self, spark: SparkSession, schema: StructType, max_value_bytes: int,
                       parsed_name: str = decode.PARSED) -> tuple[Column, Column, Column]:
         app = spark.sparkContext.applicationId
-        if self.avro is None:
+        if self.avro is None or not self.avro_values:
             return decode.parse_columns(app, schema.json(), max_value_bytes, parsed_name)
         a = self.avro.parse_columns(schema, max_value_bytes, parsed_name)
         if not self.mixed:

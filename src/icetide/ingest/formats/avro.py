@@ -21,6 +21,7 @@ not a record, … see :mod:`.avro_types`), ``undecodable``, ``incompatible_schem
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ID = "_icetide_schema_id"
+KEY_ID = "_icetide_key_schema_id"
+#: A record's Avro key as JSON text (null when it has no key or the key does not decode).
+KEY_TEXT = "_icetide_key_text"
 OK = "__icetide_ok"
 #: In a CDC table's parsed struct: the change's operation and ordering value, as the envelope gives them.
 CDC_OP, CDC_ORDERING = "__icetide_op", "__icetide_ordering"
@@ -49,20 +53,18 @@ ERROR_CLASSES = ("truncated_record", "bad_magic_byte", "unknown_schema_id", "uns
 _SENTINEL = {"name": OK, "type": "boolean", "default": True}
 
 
-def schema_id() -> Column:
-    """The record's schema id; null when the value is not in the wire format."""
-    v = F.col("value")
+def schema_id(column: str = "value") -> Column:
+    """The record's schema id; null when the value (or key) is not in the wire format."""
+    v = F.col(column)
     return F.when((F.length(v) >= 5) & (F.hex(F.substring(v, 1, 1)) == F.lit("00")),
                   F.conv(F.hex(F.substring(v, 2, 4)), 16, 10).cast("long"))
 
 
-def payload() -> Column:
-    return F.substring(F.col("value"), 6, 2**31 - 1)
+def payload(column: str = "value") -> Column:
+    return F.substring(F.col(column), 6, 2**31 - 1)
 
 
 def with_sentinel(schema: Any) -> str:
-    import json
-
     return json.dumps({**schema, "fields": [*schema.get("fields", []), _SENTINEL]}, separators=(",", ":"))
 
 
@@ -94,6 +96,10 @@ class AvroFormat:
     refused: dict[int, str] = field(default_factory=dict)  # id → why (unsupported_schema)
     unknown: set[int] = field(default_factory=set)  # ids the registry does not know
     batch_ids: list[int] = field(default_factory=list)
+    #: Avro keys (source.key_format: avro): key schema id → its writer schema's text
+    key_schemas: dict[int, str] = field(default_factory=dict)
+    key_unknown: dict[int, str] = field(default_factory=dict)  # id → why it cannot decode keys
+    batch_key_ids: list[int] = field(default_factory=list)
     _compatible: dict[tuple[int, int], bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -119,6 +125,57 @@ class AvroFormat:
                 continue
             self.decodings[sid] = Decoding(writer, self._reader(spark, topic, writer))
         self.batch_ids = sorted({sid for _, sid in pairs})
+
+    def resolve_keys(self, rows: DataFrame) -> None:
+        """Learn the batch's key schema ids (any Avro type: a record, or a primitive like ``string``)."""
+        ids = sorted(int(r[0]) for r in rows.select(KEY_ID).where(F.col(KEY_ID).isNotNull()).distinct().collect())
+        for kid in ids:
+            if kid in self.key_schemas or kid in self.key_unknown:
+                continue
+            try:
+                got = self.client.schema(kid)
+            except UnknownSchemaId:
+                self.key_unknown[kid] = f"key schema id {kid} is not in the schema registry (HTTP 404)"
+                continue
+            text = str(got.get("schema", ""))
+            if got.get("schemaType", "AVRO") != "AVRO" or got.get("references"):
+                self.key_unknown[kid] = f"key schema id {kid} is not a self-contained Avro schema"
+                continue
+            self.key_schemas[kid] = text
+        self.batch_key_ids = ids
+
+    def key_text(self) -> Column:
+        """The key as JSON text (a primitive key as its text); null when it does not decode."""
+        from pyspark.sql.avro.functions import from_avro
+
+        kid = F.col(KEY_ID)
+        out = F.lit(None).cast("string")
+        for i in self.batch_key_ids:
+            text = self.key_schemas.get(i)
+            if text is None:
+                continue
+            schema = json.loads(text)
+            if isinstance(schema, dict) and schema.get("type") == "record":
+                dec = from_avro(payload("_kafka_key"), text,
+                                {"mode": "PERMISSIVE", "avroSchema": with_sentinel(schema)})
+                value = F.when(dec[OK].isNotNull(), F.to_json(dec.dropFields(OK)))
+            else:
+                dec = from_avro(payload("_kafka_key"), text, {"mode": "PERMISSIVE"})
+                # a primitive as its JSON text: to_json of a one-element array, brackets cut
+                value = F.when(dec.isNotNull(), F.regexp_extract(F.to_json(F.array(dec)), r"^\[(.*)\]$", 1))
+            out = F.when(kid == F.lit(i), value).otherwise(out)
+        return out
+
+    def key_verdict(self) -> Column:
+        """Dead-letter class and message for a key that is not Avro in the wire format or does not decode."""
+        k, kid = F.col("_kafka_key"), F.col(KEY_ID)
+        out = (F.when(k.isNull() | (F.length(k) == 0), F.lit(None).cast("string"))
+               .when(kid.isNull(), F.lit("undecodable\tthe key is not in the Confluent Avro wire format "
+                                         "(source.key_format: avro)")))
+        for i, why in sorted(self.key_unknown.items()):
+            out = out.when(kid == F.lit(i), F.lit(f"unknown_schema_id\t{why}"))
+        return out.when(F.col(KEY_TEXT).isNull(), F.concat(
+            F.lit("undecodable\tthe key does not decode with its writer schema id "), kid.cast("string")))
 
     def _writer(self, sid: int) -> avro_types.WriterSchema:
         got = self.client.schema(sid)
