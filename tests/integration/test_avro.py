@@ -254,6 +254,7 @@ def test_registry_down_for_a_minute_mid_run(kafka, lake, tmp_path, registry) -> 
         registry.stop()
         send(kafka.bootstrap, topic, later)
         wait_for(log, r"schema registry .* unavailable", 0, timeout=120)
+        wait_for(log, r'"event": "schema_registry_unavailable"', 0, timeout=30)  # the alert (log and webhook)
         time.sleep(60)
         registry.start()
         wait_for(log, r"answers again", 0, timeout=120)

@@ -161,7 +161,10 @@ def test_registry_client_waits_out_an_outage_then_caches_the_schema(scripted: st
     _Registry.plan = [(503, {}), (500, {}), (200, {"schema": '{"type":"string"}'})]
     slept: list[float] = []
     client = RegistryClient(SchemaRegistry(url=scripted, basic_auth_user_info="u:secret-pw"), sleep=slept.append)
+    outages: list[str] = []
+    client.on_outage = outages.append
     assert client.schema(5)["schema"] == '{"type":"string"}'
+    assert outages == ["HTTP 503"] and client.outage_since is None  # one alert per outage, over once it answers
     assert client.schema(5)["schema"] == '{"type":"string"}'  # cached: no request
     assert slept == [0.5, 1.0]
     assert [p for p, _ in _Registry.seen] == ["/schemas/ids/5"] * 3

@@ -55,8 +55,9 @@ class RunSummary:
         lost = (f"; {c.lost_records} records deleted by Kafka before they were read "
                 f"({', '.join(f'{tp} {a}-{b - 1}' for tp, gs in sorted(c.gaps.items()) for a, b in gs)})"
                 if c.lost_records else "")
+        waited = f"; waited {c.registry_wait_s:.0f} s for the schema registry" if c.registry_wait_s >= 1 else ""
         return (f"{c.batches} batches, {c.records} records, {c.written} written, "
-                f"{c.dead_letters} dead-lettered{lost}")
+                f"{c.dead_letters} dead-lettered{lost}{waited}")
 
 
 def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
@@ -172,7 +173,7 @@ class Runner:
                                                in_flight_since_ms=lambda: self.writer.in_flight_since_ms)
         self.writer = BatchWriter(self.spark, cfg, self.run_id,
                                   on_commit=self.maintenance.notify if self.maintenance else None,
-                                  on_gap=self._alert_gap)
+                                  on_gap=self._alert_gap, on_registry_outage=self._alert_registry)
         self._stop = threading.Event()
         self._stopped_by = "completed"
         self.query: StreamingQuery | None = None
@@ -194,6 +195,15 @@ class Runner:
             emit(events, self.cfg.health.webhook_url)
         except Exception as e:  # an alert never stops the stream
             log.warning("could not send the data-loss alert: %s", str(e).splitlines()[0][:200])
+
+    def _alert_registry(self, why: str) -> None:
+        """The schema registry stopped answering: an alert (batches wait; nothing is dead-lettered)."""
+        from icetide.health.alerts import emit
+
+        emit([{"event": "schema_registry_unavailable", "pipeline": self.cfg.name, "table": None, "partition": None,
+               "severity": "warning", "reason": f"the schema registry does not answer ({why}); batches with schema "
+               "ids not seen yet wait for it (source.schema_registry.max_wait_s), nothing is dead-lettered"}],
+             self.cfg.health.webhook_url)
 
     def request_stop(self, reason: str = "requested") -> None:
         self._stopped_by = reason

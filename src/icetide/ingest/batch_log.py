@@ -80,6 +80,8 @@ class PipelineCounters:
     tombstones_skipped: int = 0
     #: Records Kafka deleted before the pipeline read them, and the gaps: "topic[p]" → [[from, to), ...]
     lost_records: int = 0
+    #: Seconds batches waited for the schema registry (outages; Avro)
+    registry_wait_s: float = 0.0
     gaps: dict[str, list[list[int]]] = field(default_factory=dict)
     last: BatchResult | None = None
     per_table: dict[str, int] = field(default_factory=dict)

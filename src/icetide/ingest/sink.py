@@ -63,8 +63,10 @@ class BatchWriter:
 
     def __init__(self, spark: SparkSession, cfg: PipelineConfig, run_id: str,
                  on_commit: Callable[[str, Watermark], None] | None = None,
-                 on_gap: Callable[[int, dict[str, list[int]]], None] | None = None) -> None:
-        """``on_gap(batch, {"topic[p]": [from, to)})``: Kafka deleted records before a batch read them."""
+                 on_gap: Callable[[int, dict[str, list[int]]], None] | None = None,
+                 on_registry_outage: Callable[[str], None] | None = None) -> None:
+        """``on_gap(batch, {"topic[p]": [from, to)})``: Kafka deleted records before a batch read them;
+        ``on_registry_outage(why)``: the schema registry stopped answering (once per outage)."""
         self.on_gap = on_gap
         self.spark = spark
         self.cfg = cfg
@@ -73,6 +75,8 @@ class BatchWriter:
         self.dead_letter_table = self.q(cfg.dead_letter.table)
         self.ledger = Ledger(spark, cfg, run_id, on_commit)
         self.preparer = Preparer(spark, cfg, self.ledger, self._parallel)
+        if self.preparer.formats.avro is not None:
+            self.preparer.formats.avro.client.on_outage = on_registry_outage
         parts = (spark, cfg, self.ledger, self.preparer, self._parallel)
         self.one_pass, self.multi_table, self.per_table = OnePass(*parts), MultiTable(*parts), PerTable(*parts)
         self._dead_letters_ready = False
@@ -168,6 +172,7 @@ class BatchWriter:
                 raw.unpersist()
                 raise
             waited, rows = formats.avro.client.waited_s - waited, raw
+            self.counters.registry_wait_s += waited
         route = cfg.target.route
         rows = routing.with_route(formats.with_keys(rows), cfg.target, self.preparer.reserved,
                                   cfg.source.max_value_bytes, formats.verdict(self.spark),

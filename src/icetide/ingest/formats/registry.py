@@ -55,6 +55,8 @@ class RegistryClient:
         #: seconds this client spent waiting for the registry (figures for the batch log)
         self.waited_s = 0.0
         self.outage_since: float | None = None
+        #: called once when an outage begins, with what failed (the runner raises an alert)
+        self.on_outage: Callable[[str], None] | None = None
 
     # -- requests ---------------------------------------------------------------------------------
     def _get_once(self, path: str) -> Any:
@@ -89,6 +91,11 @@ class RegistryClient:
             waited = time.monotonic() - started
             if self.outage_since is None:
                 self.outage_since = started
+                if self.on_outage is not None and self.cfg.max_wait_s > 0:
+                    try:
+                        self.on_outage(why)
+                    except Exception as e:  # an alert never stops the batch
+                        log.warning("could not raise the registry alert: %s", str(e)[:200])
             if waited + delay > self.cfg.max_wait_s:
                 raise RegistryUnavailable(
                     f"schema registry {safe_url(self.cfg.url)} did not answer for {waited:.0f} s ({why}); "
