@@ -95,6 +95,7 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
     route = target.route
     # Extracted once into a column of its own: the checks below refer to it several times, and an
     # inline get_json_object would be evaluated (a JSON parse) once per reference.
+    json_field = route.by == "field" and value is None  # the value read from JSON text here
     rows = rows.withColumn(RAW_ROUTE, raw_value(route) if value is None else value)
     raw = F.col(RAW_ROUTE)
     if route.by == "topic":
@@ -115,7 +116,6 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
     where = (f"routing {route.by} {route.name!r}" if route.name
              else "the record name (its writer schema is unknown)" if route.by == "record_name" else "the topic")
     missing = F.lit("missing_route")
-    json_field = route.by == "field" and value is None
     if json_field:  # a field is missing from a record that is not a JSON object at all
         missing = (F.when(F.get_json_object(text, "$").isNull(), F.lit("malformed_json"))
                    .when(~F.ltrim(text).startswith("{"), F.lit("not_a_json_object"))
