@@ -19,11 +19,12 @@ from icetide.config import load_config
               help="Jar profiles to fetch (default: all).")
 @handle_errors
 def setup(profiles: tuple[str, ...]) -> None:
-    """Fetch the pinned jars (Iceberg, Spark Kafka source, Kafka broker, REST catalog) with Maven."""
+    """Fetch the pinned jars (Iceberg, Spark Kafka source, Kafka broker, REST catalog, schema registry) with Maven."""
     for p in profiles or jvm.PROFILES:
         with console.status(f"fetching the {p} jars with Maven…"):
             out = jvm.fetch(p)
-        console.print(f"[green]✓[/] {p} jars in {out} ({len(list(out.glob('*.jar')))} jars)")
+        files = [f for f in out.iterdir() if f.is_file()]
+        console.print(f"[green]✓[/] {p} in {out} ({len(files)} file{'' if len(files) == 1 else 's'})")
     if not profiles or "spark" in profiles:
         with console.status("building icetide's JVM classes…"):
             built = jvm.build()
