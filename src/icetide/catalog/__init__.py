@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from icetide.catalog import jdbc, rest
@@ -43,9 +45,23 @@ def pyiceberg_catalog(cfg: PipelineConfig) -> Catalog:
     return load_catalog(cfg.catalog.name, **_READERS[cfg.catalog.type](cfg.catalog, cfg.resolve))
 
 
-def check_reachable(cfg: PipelineConfig) -> None:
-    """Fail fast, naming the key, if the catalog cannot be used."""
+def check_reachable(cfg: PipelineConfig, purpose: jdbc.Purpose = "write") -> None:
+    """Fail fast, naming the key, if the catalog cannot be used for ``purpose`` (only ``write``
+    creates anything: icetide's default folder and a local warehouse)."""
     if cfg.catalog.type == "jdbc":
-        jdbc.check(cfg.catalog, cfg.resolve)
+        # spark.jars none: the cluster provides the jars, so the driver cannot be looked for here
+        jars = None if cfg.spark.jars == "none" else (lambda: _classpath(cfg))
+        jdbc.check(cfg.catalog, cfg.resolve, purpose, jars, cfg.spark.conf.get("spark.jars.packages", ""))
     else:
         rest.check(cfg.catalog)
+
+
+def _classpath(cfg: PipelineConfig) -> list[Path]:
+    """The jars Spark's driver will have: icetide's fetched ones and the user's own."""
+    from icetide import jvm
+
+    conf = cfg.spark.conf
+    paths = [p.strip() for p in conf.get("spark.jars", "").split(",") if p.strip()]
+    paths += [p for p in conf.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
+    mine = [Path(p.removeprefix("file:")) for p in paths]
+    return [*mine, *(jvm.jars("spark") if cfg.spark.jars == "local" else [])]

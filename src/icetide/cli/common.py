@@ -30,7 +30,7 @@ def load_with_session(config_path: Path) -> tuple[PipelineConfig, SparkSession]:
     from icetide.spark import build_session
 
     cfg = load_config(config_path)
-    return cfg, build_session(cfg)
+    return cfg, build_session(cfg, "read")
 
 
 engine_option = click.option(
@@ -42,10 +42,12 @@ engine_option = click.option(
 def load_reader(config_path: Path, engine: str = "auto") -> tuple[PipelineConfig, MetaReader]:
     """The validated config and a read-only view of its catalog; Spark starts only when asked for or
     when PyIceberg cannot open the catalog (``auto``)."""
+    from icetide.catalog import check_reachable
     from icetide.errors import UnsupportedByReader
     from icetide.lake.readers import open_reader
 
     cfg = load_config(config_path)
+    check_reachable(cfg, "read")  # one line naming the key, never a traceback, and nothing created
     if engine != "spark":
         try:
             return cfg, open_reader(cfg)
@@ -55,7 +57,7 @@ def load_reader(config_path: Path, engine: str = "auto") -> tuple[PipelineConfig
             log.info("reading through Spark: %s", e)
     from icetide.spark import build_session
 
-    return cfg, open_reader(cfg, build_session(cfg))
+    return cfg, open_reader(cfg, build_session(cfg, "read"))
 
 
 namespaces_option = click.option("--namespace", "-n", "namespaces", multiple=True,

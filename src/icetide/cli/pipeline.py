@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
 from rich.table import Table
 
 from icetide import jvm
-from icetide.app.output import console, emit_json, handle_errors, output_option
+from icetide.app.output import EXIT_CONFIG, EXIT_RUNTIME, console, emit_json, handle_errors, output_option
 from icetide.cli.common import config_option, engine_option, load_reader
 from icetide.config import load_config
 
@@ -81,17 +82,32 @@ def kafka_status(port: int, output: str) -> None:
 @output_option
 @handle_errors
 def check(config_path: Path, output: str) -> None:
-    """Validate a pipeline config and check that Kafka, the catalog and (Avro) the schema registry are reachable."""
+    """Preflight a pipeline config: the config and its columns, the catalog (nothing created), Kafka and
+    its topics, and (Avro) the schema registry: what `run` checks before it starts Spark."""
     from icetide.app.preflight import preflight
+    from icetide.errors import IcetideError
 
-    cfg = load_config(config_path)
-    pre = preflight(cfg)
     if output == "json":
-        emit_json({"config": str(config_path), "valid": True, "pipeline": cfg.name, "catalog": cfg.catalog.type,
-                   "topics": pre.topics, "subjects": pre.subjects, "warnings": pre.warnings})
+        try:
+            cfg = load_config(config_path)
+        except IcetideError as e:
+            emit_json({"config": str(config_path), "valid": False,
+                       "checks": [{"name": "config", "outcome": "error", "detail": str(e)}]})
+            sys.exit(EXIT_CONFIG if e.terminal else EXIT_RUNTIME)
+        pre = preflight(cfg, "check", collect=True)
+        checks = [{"name": "config", "outcome": "ok", "detail": f"pipeline {cfg.name}"}]
+        checks += [{"name": c.name, "outcome": c.outcome, "detail": c.detail} for c in pre.checks]
+        emit_json({"config": str(config_path), "valid": not pre.errors, "pipeline": cfg.name,
+                   "catalog": cfg.catalog.type, "topics": pre.topics, "subjects": pre.subjects,
+                   "warnings": pre.warnings, "checks": checks})
+        if pre.errors:
+            sys.exit(EXIT_CONFIG if all(e.terminal for e in pre.errors) else EXIT_RUNTIME)
         return
+    cfg = load_config(config_path)
+    pre = preflight(cfg, "check")
     registry = f"; schema registry ok ({len(pre.subjects)} subjects)" if cfg.source.schema_registry else ""
-    console.print(f"[green]✓[/] {config_path}: valid; Kafka reachable ({len(pre.topics)} topics); catalog ok{registry}")
+    topics = f"{len(pre.topics)} topic{'' if len(pre.topics) == 1 else 's'}"
+    console.print(f"[green]✓[/] {config_path}: valid; Kafka reachable ({topics}); catalog ok{registry}")
     for s in pre.subjects:
         console.print(f"  subject {s['subject']}: version {s['version']} (id {s['id']}), "
                       f"compatibility {s['compatibility']}", markup=False, highlight=False)

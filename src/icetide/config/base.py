@@ -67,6 +67,14 @@ Interval = Annotated[str, AfterValidator(_interval)]
 
 M = TypeVar("M", bound=BaseModel)
 
+#: A model validator's message that belongs to one of the model's keys starts with this mark and the
+#: key (``keyed``); the loader shows it under ``<model key>.<key>``, not under the model's own key.
+KEY_MARK = "\u2063"
+
+
+def keyed(key: str, message: str) -> str:
+    return f"{KEY_MARK}{key}: {message}"
+
 
 def check_overrides(model: type[BaseModel], overrides: dict[str, dict[str, Any]]) -> None:
     """Each per-table override must be valid on its own for ``model``."""

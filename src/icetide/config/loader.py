@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from icetide import secrets
+from icetide.config.base import KEY_MARK
 from icetide.config.models import PipelineConfig
 from icetide.errors import ConfigError
 
@@ -68,6 +69,9 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
             lines.append(f"{source}: {key}: required key is missing")
         else:
             msg = e["msg"].removeprefix("Value error, ")
+            if msg.startswith(KEY_MARK):  # a model's check that names one of its keys (config.base.keyed)
+                sub, _, msg = msg[len(KEY_MARK):].partition(": ")
+                key = f"{key}.{sub}" if loc else sub
             got = e.get("input")
             shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
             if secrets.is_secret_key(key) or "url" in key.lower() or "uri" in key.lower():

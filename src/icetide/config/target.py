@@ -13,6 +13,7 @@ from icetide.config.base import (
     PLACEHOLDER_RE,
     STREAMING_TABLE_DEFAULTS,
     TEMPLATE_RE,
+    TRANSFORM_RE,
     Columns,
     Interval,
     Properties,
@@ -20,8 +21,10 @@ from icetide.config.base import (
     TableId,
     Transforms,
     check_overrides,
+    keyed,
     merged_for,
 )
+from icetide.config.ddl import KAFKA_METADATA, DdlError, DdlType, parse_schema, suggest, transform_problem
 from icetide.errors import IdentifierError
 from icetide.identifiers import validate_name
 
@@ -103,6 +106,46 @@ class TablePolicy(Strict):
     cdc: CdcSettings | None = Field(
         default=None, description="Upserts and deletes by primary key instead of appends"
     )
+
+    @field_validator("schema_ddl")
+    @classmethod
+    def _schema(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                parse_schema(v)
+            except DdlError as e:
+                raise ValueError(f"not a Spark DDL schema: {e}") from None
+        return v
+
+    def column_problems(self, extra: dict[str, DdlType]) -> list[tuple[str, str]]:
+        """(key, problem) for each partition, sort or CDC column the given schema lacks or cannot
+        use; nothing when no schema is given (the records decide, checked when the table is made)."""
+        if self.schema_ddl is None:
+            return []
+        have = {**extra, **{c.name: c.type for c in parse_schema(self.schema_ddl)}}
+        out: list[tuple[str, str]] = []
+        for t in self.partition_by:
+            m = TRANSFORM_RE.fullmatch(t)
+            assert m is not None  # Transforms validated it
+            fn = m.group("fn") or m.group("pfn") or "identity"
+            problem = transform_problem(fn, m.group("col1") or m.group("col2") or m.group("col3"), have,
+                                        "the schema")
+            if problem:
+                out.append(("partition_by", f"{t} {problem}"))
+        for c in self.sort_by:
+            if c not in have:
+                out.append(("sort_by", f"column {c!r} is not in the schema{suggest(c, list(have))}; fix the "
+                                       "column name or add the column to the schema"))
+        if self.cdc is not None:
+            for c in self.cdc.primary_key:
+                if c not in have:
+                    out.append(("cdc.primary_key", f"column {c!r} is not in the schema{suggest(c, list(have))}; "
+                                                   "fix the key or add the column to the schema"))
+            top = self.cdc.ordering.split(".")[0]
+            if self.cdc.format == "plain" and top not in have:
+                out.append(("cdc.ordering", f"field {self.cdc.ordering!r} is not in the schema"
+                                            f"{suggest(top, list(have))}; fix the field or add it to the schema"))
+        return out
 
     def table_properties(self) -> dict[str, str]:
         cdc = self.cdc.table_properties() if self.cdc else {}
@@ -207,12 +250,25 @@ class TargetTable(TablePolicy):
     def _one_target(self) -> TargetTable:
         if (self.table is None) == (self.route is None):
             raise ValueError("set exactly one of 'table' (one table) or 'route' (tables chosen per record)")
+        extra = KAFKA_METADATA if self.kafka_metadata_columns else {}
+        base = self.base_policy()
+        problems = base.column_problems(extra)
+        if problems:
+            key, problem = problems[0]
+            raise ValueError(keyed(key, problem))
+        for pattern, values in self.tables.items():
+            merged = base.model_dump()
+            merged.update({("schema_ddl" if k == "schema" else k): v for k, v in values.items()})
+            for key, problem in TablePolicy(**merged).column_problems(extra)[:1]:
+                raise ValueError(keyed(f"tables.{pattern}.{key}", problem))
         return self
 
-    def policy_for(self, table: str) -> TablePolicy:
-        base = TablePolicy(schema=self.schema_ddl, partition_by=self.partition_by, sort_by=self.sort_by,
+    def base_policy(self) -> TablePolicy:
+        return TablePolicy(schema=self.schema_ddl, partition_by=self.partition_by, sort_by=self.sort_by,
                            properties=self.properties, cdc=self.cdc)
-        return merged_for(base, {k: {("schema_ddl" if kk == "schema" else kk): vv for kk, vv in v.items()}
+
+    def policy_for(self, table: str) -> TablePolicy:
+        return merged_for(self.base_policy(), {k: {("schema_ddl" if kk == "schema" else kk): vv for kk, vv in v.items()}
                                  for k, v in self.tables.items()}, table)
 
     def namespaces(self) -> list[str]:

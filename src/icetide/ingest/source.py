@@ -45,6 +45,14 @@ def list_partitions(src: KafkaSource, timeout: float = 10.0) -> dict[str, list[i
     return {t: sorted(md.topics[t].partitions) for t in wanted if t in md.topics and md.topics[t].partitions}
 
 
+def topic_names(src: KafkaSource, timeout: float = 10.0) -> list[str]:
+    """Every topic the broker has (for a "did you mean" when a configured one is missing)."""
+    from confluent_kafka.admin import AdminClient
+
+    conf: dict[str, Any] = {**client_conf(src), "log_level": 0}
+    return sorted(AdminClient(conf).list_topics(timeout=timeout).topics)
+
+
 def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int]) -> str:
     """Spark's ``startingOffsets`` JSON for a pipeline that has run before: its resume points, and
     the earliest offset elsewhere.

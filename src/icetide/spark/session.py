@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from icetide import jvm, paths, secrets
 from icetide.catalog import check_reachable, spark_catalog_conf
+from icetide.catalog.jdbc import Purpose
 from icetide.config.models import PipelineConfig
 from icetide.errors import SetupError
 
@@ -137,15 +138,19 @@ def session_conf(cfg: PipelineConfig) -> dict[str, str]:
         conf["spark.driver.extraClassPath"] = str(own[0])
         conf["spark.hadoop.fs.file.impl"] = LOCAL_FS
     conf.update(spark_catalog_conf(cfg))
-    conf.update(cfg.spark.conf)
+    user = dict(cfg.spark.conf)
+    if "spark.jars" in user and "spark.jars" in conf:  # a user's jars (a JDBC driver) join icetide's
+        user["spark.jars"] = f"{conf['spark.jars']},{user['spark.jars']}"
+    conf.update(user)
     _log_options(conf)
     return conf
 
 
-def build_session(cfg: PipelineConfig) -> SparkSession:
+def build_session(cfg: PipelineConfig, purpose: Purpose = "write") -> SparkSession:
+    """The pipeline's SparkSession; ``purpose`` read: the catalog must exist already (nothing is created)."""
     from pyspark.sql import SparkSession
 
-    check_reachable(cfg)
+    check_reachable(cfg, purpose)
     builder = SparkSession.builder.appName(cfg.spark.app_name or f"icetide-{cfg.name}")
     if cfg.spark.master:
         builder = builder.master(cfg.spark.master)
