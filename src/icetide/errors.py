@@ -25,6 +25,10 @@ class IdentifierError(IcetideError):
     """A table, namespace or column name is not allowed (see ``icetide.identifiers``)."""
 
 
+class NotFoundError(IcetideError):
+    """A table or namespace named on the command line does not exist (exit 2, like a config mistake)."""
+
+
 class UnsupportedByReader(IcetideError):
     """The JVM-free reader (PyIceberg) cannot open this catalog; read it through Spark instead."""
 

@@ -14,7 +14,8 @@ from icetide.demo.events import create_topic
 from icetide.services.kafka import LocalKafka
 from tests.fixtures.configs import BASE, write
 from tests.fixtures.ddl_corpus import ACCEPTED
-from tests.fixtures.stack import icetide_cli, unique
+from tests.fixtures.records import dumps, send
+from tests.fixtures.stack import icetide_cli, pipeline_dict, unique
 
 
 def test_cli_unreachable_kafka_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -147,3 +148,46 @@ def test_the_no_jvm_schema_parser_agrees_with_spark(spark, ddl: str, names: list
     assert [f.name for f in parsed.fields] == names == [c.name for c in parse_schema(ddl)]
     for field, column in zip(parsed.fields, parse_schema(ddl), strict=True):
         assert field.nullable == column.nullable, ddl
+
+
+def test_run_until_idle_exits_non_zero_when_a_config_mistake_dead_letters_everything(
+        tmp_path: Path, kafka: LocalKafka, lake: Path) -> None:
+    topic, ns = unique("pf-typo"), unique("pf")
+    n = send(kafka.bootstrap, topic, (dumps({"id": str(i), "event_time": "2026-11-28T10:00:00Z", "v": i})
+                                      for i in range(500)), partitions=2)
+    data = pipeline_dict(kafka, lake, tmp_path, topic, f"{ns}.events",
+                         target={"table": f"{ns}.events", "partition_by": ["days(evnt_time)"]})
+    res = icetide_cli("run", "-c", str(write(tmp_path, data)), "--until-idle", timeout=300)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert _last(res) == (
+        f"icetide: target.partition_by: days(evnt_time) needs column 'evnt_time', which the records for "
+        f"{ns}.events do not have; give the column in the schema or change the partitioning, then replay; nothing "
+        f"landed in {ns}.events: its records are in the dead-letter table; fix the config, then "
+        "`icetide dead-letters replay`"), res.stderr[-3000:]
+    assert f"nothing can land in {ns}.events, every record of it was dead-lettered" in res.stderr
+    assert '"event": "config_mistake"' in res.stderr
+    assert f"{n} dead-lettered" in res.stdout, res.stdout
+
+
+def test_names_that_do_not_exist_are_one_line_and_exit_2_and_qualified_names_are_accepted(
+        spark, tmp_path: Path, kafka: LocalKafka, lake: Path) -> None:  # type: ignore[no-untyped-def]
+    ns = unique("pfn")
+    spark.sql(f"CREATE TABLE icetide.{ns}.orders (id STRING) USING iceberg")
+    cfg = str(write(tmp_path, pipeline_dict(kafka, lake, tmp_path, "unused", f"{ns}.orders")))
+    cases = {
+        ("health", f"{ns}.nope"): f"icetide: table {ns}.nope does not exist in catalog icetide (1 table in {ns})",
+        ("health", f"{ns}.ordrs"): f"icetide: table {ns}.ordrs does not exist in catalog icetide (did you mean "
+                                   f"'{ns}.orders'?) (1 table in {ns})",
+        ("plan", "-t", f"{ns}.nope"): f"icetide: table {ns}.nope does not exist in catalog icetide (1 table in {ns})",
+        ("status", "-n", f"{ns}x"): f"icetide: namespace '{ns}x' does not exist in catalog icetide (did you mean "
+                                    f"'{ns}'?)",
+    }
+    for args, line in cases.items():
+        res = icetide_cli(*args, "-c", cfg, timeout=60)
+        assert res.returncode == 2, (args, res.stderr)
+        assert _last(res).startswith(line), (args, res.stderr)
+        assert "Traceback" not in res.stderr
+    for name in (f"{ns}.orders", f"icetide.{ns}.orders"):  # as -o json prints it, or catalog-qualified
+        res = icetide_cli("health", name, "-c", cfg, "-o", "json", timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["table"].endswith(f"{ns}.orders")

@@ -59,12 +59,16 @@ def health_table(healths: Sequence[TableHealth], title: str = "icetide status (w
 
     Names are shown in full (without the catalog); columns that do not fit the terminal are left out,
     least important first, and the caption says how many."""
+    if not healths:
+        console.print("no tables in the watched namespaces yet (health.namespaces, else the target's; "
+                      "-n NAMESPACE for another)")
+        return
     names = [short_name(h.table) for h in healths]
-    catalog = healths[0].table.split(".")[0] if healths else ""
+    catalog = healths[0].table.split(".")[0]
     first = max([len("table"), *map(len, names)])
     cols = fitting(STATUS_COLUMNS, first, console.width)
     dropped = len(STATUS_COLUMNS) - len(cols)
-    caption = f"{len(healths)} tables in catalog {catalog}" + (
+    caption = f"{len(healths)} table{'' if len(healths) == 1 else 's'} in catalog {catalog}" + (
         f"; {dropped} columns hidden for width (-o json has all)" if dropped else "")
     tbl = Table(title=title, caption=caption)
     tbl.add_column("table", no_wrap=True, min_width=first)

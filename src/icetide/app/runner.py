@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith('ch') else 's'}"
+
+
 @dataclass
 class RunSummary:
     run_id: str
@@ -56,7 +60,7 @@ class RunSummary:
                 f"({', '.join(f'{tp} {a}-{b - 1}' for tp, gs in sorted(c.gaps.items()) for a, b in gs)})"
                 if c.lost_records else "")
         waited = f"; waited {c.registry_wait_s:.0f} s for the schema registry" if c.registry_wait_s >= 1 else ""
-        return (f"{c.batches} batches, {c.records} records, {c.written} written, "
+        return (f"{plural(c.batches, 'batch')}, {plural(c.records, 'record')}, {c.written} written, "
                 f"{c.dead_letters} dead-lettered{lost}{waited}")
 
 
@@ -173,7 +177,8 @@ class Runner:
                                                in_flight_since_ms=lambda: self.writer.in_flight_since_ms)
         self.writer = BatchWriter(self.spark, cfg, self.run_id,
                                   on_commit=self.maintenance.notify if self.maintenance else None,
-                                  on_gap=self._alert_gap, on_registry_outage=self._alert_registry)
+                                  on_gap=self._alert_gap, on_registry_outage=self._alert_registry,
+                                  on_config_mistake=self._alert_config)
         self._stop = threading.Event()
         self._stopped_by = "completed"
         self.query: StreamingQuery | None = None
@@ -195,6 +200,21 @@ class Runner:
             emit(events, self.cfg.health.webhook_url)
         except Exception as e:  # an alert never stops the stream
             log.warning("could not send the data-loss alert: %s", str(e).splitlines()[0][:200])
+
+    def _alert_config(self, batch: int, mistakes: dict[str, str]) -> None:
+        """Every record bound for a table was dead-lettered for a reason in the config: an ERROR and an
+        alert after the first such batch (the run goes on; ``run`` then ends non-zero)."""
+        from icetide.health.alerts import emit
+
+        for table, message in sorted(mistakes.items()):
+            log.error("batch %d: nothing can land in %s, every record of it was dead-lettered: %s", batch, table,
+                      message)
+        try:
+            emit([{"event": "config_mistake", "pipeline": self.cfg.name, "table": t, "partition": None,
+                   "severity": "critical", "batch": batch, "reason": m} for t, m in sorted(mistakes.items())],
+                 self.cfg.health.webhook_url)
+        except Exception as e:  # an alert never stops the stream
+            log.warning("could not send the config-mistake alert: %s", str(e).splitlines()[0][:200])
 
     def _alert_registry(self, why: str) -> None:
         """The schema registry stopped answering: an alert (batches wait; nothing is dead-lettered)."""

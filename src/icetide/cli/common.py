@@ -66,15 +66,44 @@ tables_option = click.option("--table", "-t", "only_tables", multiple=True,
                              help="Only these tables (namespace.table); with --namespace, those too.")
 
 
+def table_arg(cfg: PipelineConfig, name: str) -> str:
+    """``namespace.table`` from what a user typed: as ``-o json`` prints it, or qualified by the
+    catalog (``icetide.raw.orders``); validated before any lookup."""
+    from icetide.identifiers import validate_table
+
+    parts = name.split(".")
+    if len(parts) == 3 and parts[0] == cfg.catalog.name:
+        name = ".".join(parts[1:])
+    return ".".join(validate_table(name))
+
+
 def tables_in(source: MetaReader | SparkSession, cfg: PipelineConfig, namespaces: tuple[str, ...],
               tables: tuple[str, ...] = ()) -> list[str] | None:
     """``namespace.table`` of the named tables and of every table in ``namespaces``; None (the
-    watched namespaces) when neither is given. Names are validated before any lookup."""
-    from icetide.identifiers import validate_table
+    watched namespaces) when neither is given. Names are validated before any lookup; a table or
+    namespace that does not exist is a :class:`NotFoundError` (one line, exit 2)."""
+    from icetide.config.ddl import suggest
+    from icetide.errors import NotFoundError
+    from icetide.identifiers import validate_name
     from icetide.lake.readers import as_reader
 
-    named = [".".join(validate_table(t)) for t in tables]
+    named = [table_arg(cfg, t) for t in tables]
     if not namespaces and not named:
         return None
     reader = as_reader(cfg, source)
+    known_ns: list[str] | None = None
+    for ns in namespaces:
+        validate_name(ns, "namespace")
+        known_ns = known_ns if known_ns is not None else reader.namespaces()
+        if ns not in known_ns:
+            raise NotFoundError(f"namespace {ns!r} does not exist in catalog {cfg.catalog.name}"
+                                f"{suggest(ns, known_ns)} (namespaces: {', '.join(known_ns) or 'none'})")
+    for t in named:
+        if not reader.exists(t):
+            ns, name = t.split(".")
+            siblings = reader.list_tables(ns)
+            close = suggest(name, [s.split(".")[1] for s in siblings]).replace("'", f"'{ns}.", 1)
+            n = len(siblings)
+            raise NotFoundError(f"table {t} does not exist in catalog {cfg.catalog.name}{close}"
+                                + (f" ({n} table{'' if n == 1 else 's'} in {ns})" if n else f" (no tables in {ns})"))
     return sorted({*named, *(t for ns in namespaces for t in reader.list_tables(ns))})

@@ -45,10 +45,9 @@ def status(config_path: Path, namespaces: tuple[str, ...], record: bool, engine:
 def health(config_path: Path, table: str, engine: str, output: str) -> None:
     """Per-partition health of TABLE (namespace.table), metadata only."""
     from icetide.health.collector import collect
-    from icetide.identifiers import validate_table
 
-    validate_table(table)
     cfg, reader = load_reader(config_path, engine)
+    [table] = tables_in(reader, cfg, (), (table,)) or [table]
     h = collect(reader, table, cfg.health.thresholds_for(table))
     if output == "json":
         emit_json({**h.summary(), "partitions": h.partition_rows()})

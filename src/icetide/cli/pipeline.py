@@ -123,9 +123,16 @@ def check(config_path: Path, output: str) -> None:
 def run(config_path: Path, duration: float | None, until_idle: bool) -> None:
     """Run the pipeline: Kafka → Iceberg, exactly once, until SIGTERM/SIGINT."""
     from icetide.app.runner import run_until_stopped
+    from icetide.errors import ConfigError
 
     _, summary = run_until_stopped(load_config(config_path), duration, until_idle)
     console.print(f"stopped ({summary.stopped_by}): {summary.describe()}")
+    mistakes = summary.counters.unlanded_mistakes()
+    if mistakes:  # a config mistake kept a table's every record out: never exit 0 for that
+        table, message = sorted(mistakes.items())[0]
+        more = f" (and {len(mistakes) - 1} more tables)" if len(mistakes) > 1 else ""
+        raise ConfigError(f"{message}{more}; nothing landed in {table}: its records are in the dead-letter "
+                          "table; fix the config, then `icetide dead-letters replay`")
 
 
 @click.command()

@@ -59,13 +59,17 @@ class BatchResult:
     tombstones_skipped: int = 0
     #: Records Kafka deleted before the batch read them (source.on_data_loss: continue): "topic[p]" → [from, to)
     lost: dict[str, list[int]] = field(default_factory=dict)
+    #: Tables whose records were all dead-lettered for a reason in the config, not in the records:
+    #: table → the message naming the key (e.g. a partition column the records do not have)
+    config_refused: dict[str, str] = field(default_factory=dict)
 
     def as_event(self, pipeline: str) -> dict[str, object]:
         return {"event": "batch", "pipeline": pipeline, "batch": self.batch, "records": self.records,
                 "written": self.written, "dead_letters": self.dead_letters,
                 "dead_letter_classes": self.dead_letter_classes, "created": self.created,
                 "evolved": self.evolved, "inferred": self.inferred, "skipped_replayed": self.skipped,
-                "tombstones_skipped": self.tombstones_skipped, "lost": self.lost, "seconds": round(self.seconds, 3),
+                "tombstones_skipped": self.tombstones_skipped, "lost": self.lost,
+                "config_refused": self.config_refused, "seconds": round(self.seconds, 3),
                 "timings": self.timings}
 
 
@@ -85,6 +89,8 @@ class PipelineCounters:
     gaps: dict[str, list[list[int]]] = field(default_factory=dict)
     last: BatchResult | None = None
     per_table: dict[str, int] = field(default_factory=dict)
+    #: table → the config mistake that kept its records out (first seen), see BatchResult.config_refused
+    config_mistakes: dict[str, str] = field(default_factory=dict)
 
     def add(self, r: BatchResult) -> None:
         self.batches += 1
@@ -97,7 +103,13 @@ class PipelineCounters:
             self.gaps.setdefault(tp, []).append([a, b])
         for k, v in r.written.items():
             self.per_table[k] = self.per_table.get(k, 0) + v
+        for t, msg in r.config_refused.items():
+            self.config_mistakes.setdefault(t, msg)
         self.last = r
+
+    def unlanded_mistakes(self) -> dict[str, str]:
+        """Config mistakes of tables nothing has landed in during this run."""
+        return {t: m for t, m in self.config_mistakes.items() if not self.per_table.get(t)}
 
 
 class Laps:

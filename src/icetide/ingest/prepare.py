@@ -10,6 +10,7 @@ evolution only widens or adds (see :mod:`icetide.ingest.evolution`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
 
 Parallel = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+
+
+#: A table_policy refusal whose cause is in the config (a partition, sort or key column no record has),
+#: not in the records: the same for every batch until the config changes (see BatchResult.config_refused).
+CONFIG_ROOTED = re.compile(r"^target(?:\.tables)?\.(?:partition_by|sort_by|cdc\.primary_key): ")
 
 
 @dataclass

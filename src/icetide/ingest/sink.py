@@ -41,7 +41,7 @@ from icetide.errors import BATCH_MARKER, BatchFailedError, DataLossError, Fenced
 from icetide.ingest import decode, evolution, multi_write, one_pass, routing, shapes, source
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
 from icetide.ingest.ledger import Ledger, scan_ranges
-from icetide.ingest.prepare import Preparer
+from icetide.ingest.prepare import CONFIG_ROOTED, Preparer
 from icetide.ingest.strategies import BatchContext, BatchState, MultiTable, OnePass, PerTable
 from icetide.lake import checkpoint
 from icetide.lake.offsets import BatchRanges, Watermark
@@ -64,10 +64,15 @@ class BatchWriter:
     def __init__(self, spark: SparkSession, cfg: PipelineConfig, run_id: str,
                  on_commit: Callable[[str, Watermark], None] | None = None,
                  on_gap: Callable[[int, dict[str, list[int]]], None] | None = None,
-                 on_registry_outage: Callable[[str], None] | None = None) -> None:
+                 on_registry_outage: Callable[[str], None] | None = None,
+                 on_config_mistake: Callable[[int, dict[str, str]], None] | None = None) -> None:
         """``on_gap(batch, {"topic[p]": [from, to)})``: Kafka deleted records before a batch read them;
         ``on_registry_outage(why)``: the schema registry stopped answering (once per outage)."""
         self.on_gap = on_gap
+        #: ``on_config_mistake(batch, {table: message})``: a table's records were all dead-lettered for a
+        #: reason in the config (once per table)
+        self.on_config_mistake = on_config_mistake
+        self._told: dict[str, str] = {}
         self.spark = spark
         self.cfg = cfg
         self.run_id = run_id
@@ -141,6 +146,10 @@ class BatchWriter:
             self.counters.add(result)
             if result.lost and self.on_gap is not None:
                 self.on_gap(batch_id, result.lost)
+            new = {t: m for t, m in result.config_refused.items() if t not in self._told}
+            if new and self.on_config_mistake is not None:
+                self._told.update(new)
+                self.on_config_mistake(batch_id, new)
             log.info(json.dumps(result.as_event(self.cfg.name)))
             self._batch_log.append(result)
         faults.point("after_batch_before_checkpoint", str(batch_id))
@@ -253,10 +262,13 @@ class BatchWriter:
         for frame in state.release:
             frame.unpersist()
         records = sum(state.written.values()) + dead + state.tombstones
-        return BatchResult(ctx.batch_id, records, state.written, dead, state.skipped, time.monotonic() - started,
-                           max(state.ts_max) if state.ts_max else None, classes,
-                           {p.table: p.evolved for p in prepared.plans if p.evolved}, prepared.created,
-                           lap.timings, self.preparer.inferred, state.tombstones)
+        result = BatchResult(ctx.batch_id, records, state.written, dead, state.skipped, time.monotonic() - started,
+                             max(state.ts_max) if state.ts_max else None, classes,
+                             {p.table: p.evolved for p in prepared.plans if p.evolved}, prepared.created,
+                             lap.timings, self.preparer.inferred, state.tombstones)
+        result.config_refused = {t: msg for t, (cls, msg) in prepared.refused.items()
+                                 if cls == "table_policy" and CONFIG_ROOTED.match(msg)}
+        return result
 
     def _route_flags(self, admitted: list[str], rejected: dict[str, tuple[str, str]]) -> tuple[Column, Column]:
         """Dead-letter class and message of records whose table was not admitted or could not be made."""

@@ -42,6 +42,9 @@ class PyIcebergMeta:
             self._tables[t] = self._cat.load_table(t)
         return self._tables[t]
 
+    def namespaces(self) -> list[str]:
+        return sorted(".".join(n) for n in self._cat.list_namespaces())
+
     def list_tables(self, namespace: str) -> list[str]:
         from pyiceberg.exceptions import NoSuchNamespaceError
 

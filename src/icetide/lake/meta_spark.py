@@ -31,6 +31,11 @@ class SparkMeta:
     def fresh(self) -> SparkMeta:
         return self  # every query reads current metadata (the catalog cache is off)
 
+    def namespaces(self) -> list[str]:
+        from icetide.identifiers import validate_name
+
+        return sorted(r[0] for r in self.spark.sql(f"SHOW NAMESPACES IN {validate_name(self.catalog)}").collect())
+
     def list_tables(self, namespace: str) -> list[str]:
         from icetide.lake.tables import list_tables
 
