@@ -21,6 +21,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_CONFIG = 2
 EXIT_RUNTIME = 1
+#: LSB's "program is not running", for the status commands of local services
+EXIT_NOT_RUNNING = 3
 
 output_option = click.option(
     "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True,

@@ -65,7 +65,7 @@ class RunSummary:
 
 
 def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
-                      until_idle: bool = False) -> tuple[Runner, RunSummary]:
+                      until_idle: bool = False, idle_after: float | None = None) -> tuple[Runner, RunSummary]:
     """Run a pipeline in the foreground: SIGTERM/SIGINT stop it after the current batch (exit 0)."""
     early: list[str] = []  # a signal that arrives while Spark starts
 
@@ -79,7 +79,7 @@ def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
     if early:
         runner.request_stop(early[0])
     try:
-        return runner, runner.run(duration=duration, until_idle=until_idle)
+        return runner, runner.run(duration=duration, until_idle=until_idle, idle_after=idle_after)
     finally:
         runner.close()
 
@@ -180,6 +180,7 @@ class Runner:
                                   on_gap=self._alert_gap, on_registry_outage=self._alert_registry,
                                   on_config_mistake=self._alert_config)
         self._stop = threading.Event()
+        self._idle_after = 2.0  # seconds without new records that end an until_idle run (set by run())
         self._stopped_by = "completed"
         self.query: StreamingQuery | None = None
         #: Query restarts after failures (transient, and Spark's known metrics NPE).
@@ -250,8 +251,11 @@ class Runner:
             .start()
         )
 
-    def run(self, duration: float | None = None, until_idle: bool = False) -> RunSummary:
-        """Run until SIGTERM/SIGINT, ``duration`` seconds, or (``until_idle``) no new data."""
+    def run(self, duration: float | None = None, until_idle: bool = False,
+            idle_after: float | None = None) -> RunSummary:
+        """Run until SIGTERM/SIGINT, ``duration`` seconds, or (``until_idle``) no new data for
+        ``idle_after`` seconds (default: two triggers, at least 2 s)."""
+        self._idle_after = idle_after if idle_after is not None else max(2.0, self.cfg.stream.trigger_seconds() * 2)
         deadline = None if duration is None else time.monotonic() + duration
         budget = RestartBudget(self.cfg.stream.restart_attempts)
         known = 0
@@ -331,7 +335,7 @@ class Runner:
                 p = q.lastProgress
                 if p is not None and p.get("numInputRows", 0) == 0 and not q.status["isTriggerActive"]:
                     idle_since = idle_since or time.monotonic()
-                    if time.monotonic() - idle_since > max(2.0, self.cfg.stream.trigger_seconds() * 2):
+                    if time.monotonic() - idle_since > self._idle_after:
                         self.request_stop("idle")
                 else:
                     idle_since = None

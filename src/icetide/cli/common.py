@@ -19,9 +19,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Where a command finds its config without ``-c``: $ICETIDE_CONFIG, then this file in the current folder.
+DEFAULT_CONFIG = "icetide.yaml"
+
+
+def _find_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path:
+    if value is not None:
+        return value
+    if Path(DEFAULT_CONFIG).is_file():
+        return Path(DEFAULT_CONFIG)
+    raise click.UsageError(f"no pipeline config: pass -c FILE, set ICETIDE_CONFIG, or put {DEFAULT_CONFIG} in "
+                           "the current folder")
+
+
 config_option = click.option(
-    "--config", "-c", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-    help="Pipeline YAML file.",
+    "--config", "-c", "config_path", envvar="ICETIDE_CONFIG", callback=_find_config,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"Pipeline YAML file (default: $ICETIDE_CONFIG, else ./{DEFAULT_CONFIG}).",
 )
 
 

@@ -13,7 +13,7 @@ import click
 import yaml
 from rich.table import Table
 
-from icetide.app.output import console, emit_json, handle_errors, output_option
+from icetide.app.output import EXIT_NOT_RUNNING, console, emit_json, handle_errors, output_option
 from icetide.cli.common import config_option
 
 
@@ -87,6 +87,8 @@ def status(kafka_port: int, store_port: int, rest_port: int, spark_port: int, re
     running = {name: service.running() for name, service in stack.services()}
     if output == "json":
         emit_json({"running": running, **stack.describe()})
+        if not all(running.values()):
+            sys.exit(EXIT_NOT_RUNNING)
         return
     tbl = Table("service", "running", "address", title="icetide dev stack")
     addresses = [stack.kafka.bootstrap, stack.store.endpoint, stack.rest.uri, stack.spark.master_url,
@@ -94,6 +96,8 @@ def status(kafka_port: int, store_port: int, rest_port: int, spark_port: int, re
     for (name, up_), addr in zip(running.items(), addresses, strict=True):
         tbl.add_row(name, "[green]yes[/]" if up_ else "[red]no[/]", addr)
     console.print(tbl)
+    if not all(running.values()):
+        sys.exit(EXIT_NOT_RUNNING)
 
 
 @click.command(context_settings={"ignore_unknown_options": True})

@@ -10,7 +10,15 @@ import click
 from rich.table import Table
 
 from icetide import jvm
-from icetide.app.output import EXIT_CONFIG, EXIT_RUNTIME, console, emit_json, handle_errors, output_option
+from icetide.app.output import (
+    EXIT_CONFIG,
+    EXIT_NOT_RUNNING,
+    EXIT_RUNTIME,
+    console,
+    emit_json,
+    handle_errors,
+    output_option,
+)
 from icetide.cli.common import config_option, engine_option, load_reader
 from icetide.config import load_config
 
@@ -71,10 +79,13 @@ def kafka_stop(port: int) -> None:
 def kafka_status(port: int, output: str) -> None:
     """Is the broker running?"""
     b = _broker(port)
+    running = b.running()
     if output == "json":
-        emit_json({"running": b.running(), "bootstrap": b.bootstrap})
-        return
-    console.print(f"running on {b.bootstrap}" if b.running() else "not running")
+        emit_json({"running": running, "bootstrap": b.bootstrap})
+    else:
+        console.print(f"running on {b.bootstrap}" if running else "not running")
+    if not running:
+        sys.exit(EXIT_NOT_RUNNING)
 
 
 @click.command()
@@ -118,14 +129,17 @@ def check(config_path: Path, output: str) -> None:
 @click.command()
 @config_option
 @click.option("--for", "duration", type=float, default=None, help="Stop after this many seconds.")
-@click.option("--until-idle", is_flag=True, help="Stop once a trigger finds no new records.")
+@click.option("--until-idle", is_flag=True, help="Stop once no new records have come for --idle-after seconds.")
+@click.option("--idle-after", type=click.FloatRange(min=0), default=None,
+              help="With --until-idle: seconds without new records before stopping (default: two triggers, "
+                   "at least 2 s).")
 @handle_errors
-def run(config_path: Path, duration: float | None, until_idle: bool) -> None:
+def run(config_path: Path, duration: float | None, until_idle: bool, idle_after: float | None) -> None:
     """Run the pipeline: Kafka → Iceberg, exactly once, until SIGTERM/SIGINT."""
     from icetide.app.runner import run_until_stopped
     from icetide.errors import ConfigError
 
-    _, summary = run_until_stopped(load_config(config_path), duration, until_idle)
+    _, summary = run_until_stopped(load_config(config_path), duration, until_idle, idle_after)
     console.print(f"stopped ({summary.stopped_by}): {summary.describe()}")
     mistakes = summary.counters.unlanded_mistakes()
     if mistakes:  # a config mistake kept a table's every record out: never exit 0 for that
