@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from icetide.app import run_alerts
 from icetide.app.preflight import preflight
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
@@ -177,8 +178,9 @@ class Runner:
                                                in_flight_since_ms=lambda: self.writer.in_flight_since_ms)
         self.writer = BatchWriter(self.spark, cfg, self.run_id,
                                   on_commit=self.maintenance.notify if self.maintenance else None,
-                                  on_gap=self._alert_gap, on_registry_outage=self._alert_registry,
-                                  on_config_mistake=self._alert_config)
+                                  on_gap=lambda b, lost: run_alerts.gap(cfg, b, lost),
+                                  on_registry_outage=lambda why: run_alerts.registry(cfg, why),
+                                  on_config_mistake=lambda b, m: run_alerts.config_mistake(cfg, b, m))
         self._stop = threading.Event()
         self._idle_after = 2.0  # seconds without new records that end an until_idle run (set by run())
         self._stopped_by = "completed"
@@ -187,44 +189,6 @@ class Runner:
         self.restarts = 0
         #: Times another process of the pipeline fenced this run out (each followed by a standby).
         self.fenced = 0
-
-    def _alert_gap(self, batch: int, lost: dict[str, list[int]]) -> None:
-        """A retention gap is an alert (log and ``health.webhook_url``), like a health threshold."""
-        from icetide.health.alerts import emit
-
-        events = [{"event": "kafka_gap", "pipeline": self.cfg.name, "table": None, "partition": tp,
-                   "severity": "critical", "batch": batch, "lost_from": a, "lost_to": b, "records": b - a,
-                   "reason": f"Kafka deleted {b - a} records of {tp} (offsets {a}-{b - 1}) before the pipeline "
-                             "read them (source.on_data_loss: continue)"}
-                  for tp, (a, b) in sorted(lost.items())]
-        try:
-            emit(events, self.cfg.health.webhook_url)
-        except Exception as e:  # an alert never stops the stream
-            log.warning("could not send the data-loss alert: %s", str(e).splitlines()[0][:200])
-
-    def _alert_config(self, batch: int, mistakes: dict[str, str]) -> None:
-        """Every record bound for a table was dead-lettered for a reason in the config: an ERROR and an
-        alert after the first such batch (the run goes on; ``run`` then ends non-zero)."""
-        from icetide.health.alerts import emit
-
-        for table, message in sorted(mistakes.items()):
-            log.error("batch %d: nothing can land in %s, every record of it was dead-lettered: %s", batch, table,
-                      message)
-        try:
-            emit([{"event": "config_mistake", "pipeline": self.cfg.name, "table": t, "partition": None,
-                   "severity": "critical", "batch": batch, "reason": m} for t, m in sorted(mistakes.items())],
-                 self.cfg.health.webhook_url)
-        except Exception as e:  # an alert never stops the stream
-            log.warning("could not send the config-mistake alert: %s", str(e).splitlines()[0][:200])
-
-    def _alert_registry(self, why: str) -> None:
-        """The schema registry stopped answering: an alert (batches wait; nothing is dead-lettered)."""
-        from icetide.health.alerts import emit
-
-        emit([{"event": "schema_registry_unavailable", "pipeline": self.cfg.name, "table": None, "partition": None,
-               "severity": "warning", "reason": f"the schema registry does not answer ({why}); batches with schema "
-               "ids not seen yet wait for it (source.schema_registry.max_wait_s), nothing is dead-lettered"}],
-             self.cfg.health.webhook_url)
 
     def request_stop(self, reason: str = "requested") -> None:
         self._stopped_by = reason

@@ -141,10 +141,6 @@ class TablePolicy(Strict):
                 if c not in have:
                     out.append(("cdc.primary_key", f"column {c!r} is not in the schema{suggest(c, list(have))}; "
                                                    "fix the key or add the column to the schema"))
-            top = self.cdc.ordering.split(".")[0]
-            if self.cdc.format == "plain" and top not in have:
-                out.append(("cdc.ordering", f"field {self.cdc.ordering!r} is not in the schema"
-                                            f"{suggest(top, list(have))}; fix the field or add it to the schema"))
         return out
 
     def table_properties(self) -> dict[str, str]:
