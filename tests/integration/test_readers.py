@@ -156,3 +156,24 @@ def test_read_commands_start_no_jvm(lake_tables, tmp_path: Path) -> None:  # typ
         assert res.returncode == 0, f"icetide {' '.join(args)}: {res.stderr[-3000:]}"
     forced = icetide_cli("status", "-c", str(path), "--engine", "spark", env=env, timeout=120)
     assert forced.returncode != 0  # proves the environment has no JVM for Spark
+
+
+def test_status_with_kafka_down_answers_fast_and_shows_lag_unreachable(lake_tables, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _cfg, path, tables = lake_tables
+    raw = yaml.safe_load(path.read_text())
+    raw["source"]["bootstrap_servers"] = "127.0.0.1:1"  # nothing listens there
+    down = tmp_path / "down.yaml"
+    down.write_text(yaml.safe_dump(raw))
+    up = icetide_cli("-q", "status", "-c", str(path), "-o", "json", timeout=120)
+    started = time.monotonic()
+    res = icetide_cli("-q", "status", "-c", str(down), "-o", "json", timeout=120)
+    took = time.monotonic() - started
+    assert res.returncode == 0, res.stderr[-3000:]
+    by_table = {s["table"].split(".", 1)[1]: s for s in json.loads(res.stdout)}
+    assert by_table[tables[0]]["kafka_unreachable"] is True and by_table[tables[0]]["kafka_lag"] is None
+    assert by_table[tables[2]]["kafka_unreachable"] is False  # not a table of the pipeline
+    assert {s["table"].split(".", 1)[1]: s for s in json.loads(up.stdout)}[tables[0]]["kafka_lag"] == 0
+    # the broker's wait is bounded (1 s) rather than the client's default; the rest is Python starting up
+    assert took < 8, took
+    text = icetide_cli("status", "-c", str(down), timeout=120, env={**os.environ, "COLUMNS": "160"})
+    assert "unreachable" in text.stdout, text.stdout

@@ -31,6 +31,8 @@ def human_bytes(n: float) -> str:
 STATUS_COLUMNS: list[tuple[str, Callable[[TableHealth], str], int]] = [
     ("tier", lambda h: f"[{TIER_STYLE[h.tier]}]{h.tier}[/]", 8),
     ("score", lambda h: f"{h.score:.0f}", 5),
+    ("lag", lambda h: "unreachable" if h.kafka_unreachable else "–" if h.kafka_lag is None else f"{h.kafka_lag:,}",
+     11),
     ("files", lambda h: str(h.data_files), 5),
     ("small", lambda h: str(h.small_files), 5),
     ("avg size", lambda h: human_bytes(h.avg_file_bytes), 9),

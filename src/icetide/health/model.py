@@ -64,6 +64,8 @@ class TableHealth:
     commit_latency_ms: int | None = None
     freshness_ms: int | None = None
     kafka_lag: int | None = None
+    #: the table's pipeline reads a Kafka that did not answer, so kafka_lag is unknown
+    kafka_unreachable: bool = False
     #: records Kafka deleted (retention) before the pipeline read them: lost on its next batch
     kafka_deleted_unread: int | None = None
     seconds_to_collect: float = 0.0

@@ -22,6 +22,10 @@ def namespaces(cfg: PipelineConfig) -> list[str]:
     return cfg.health.namespaces or cfg.target.namespaces()
 
 
+#: How long a read command waits for Kafka before showing lag as unreachable
+LAG_TIMEOUT_S = 1.0
+
+
 def add_kafka_lag(source: MetaReader | SparkSession, cfg: PipelineConfig, healths: list[TableHealth]) -> None:
     """Records in Kafka not yet in each table, for the configured pipeline (if Kafka answers), and of
     those the ones Kafka already deleted (retention) before the pipeline read them: a critical
@@ -37,11 +41,13 @@ def add_kafka_lag(source: MetaReader | SparkSession, cfg: PipelineConfig, health
     if not tps:
         return
     try:
-        list_partitions(cfg.source, timeout=3)  # fail fast when Kafka is not reachable
+        list_partitions(cfg.source, timeout=LAG_TIMEOUT_S)  # fail fast when Kafka is not reachable
         ends = high_watermarks(cfg.source, tps)
         starts = low_watermarks(cfg.source, tps)
     except Exception as e:
-        log.warning("kafka lag not computed: %s", e)
+        log.warning("kafka lag not computed: %s", str(e).splitlines()[0][:200])
+        for h in healths:
+            h.kafka_unreachable = bool(wanted.get(h.table))
         return
     for h in healths:
         wm = wanted.get(h.table)
