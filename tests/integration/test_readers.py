@@ -177,3 +177,27 @@ def test_status_with_kafka_down_answers_fast_and_shows_lag_unreachable(lake_tabl
     assert took < 8, took
     text = icetide_cli("status", "-c", str(down), timeout=120, env={**os.environ, "COLUMNS": "160"})
     assert "unreachable" in text.stdout, text.stdout
+
+
+def test_dead_letters_show_one_letter_whole_and_list_keeps_names_at_60_columns(lake_tables) -> None:  # type: ignore[no-untyped-def]
+    cfg, path, _tables = lake_tables
+    res = icetide_cli("dead-letters", "show", "--class", "malformed_json", "-c", str(path), "-o", "json", timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    letter = json.loads(res.stdout)
+    assert (letter["value"], letter["error_class"], letter["_kafka_topic"]) == ("not json", "malformed_json",
+                                                                                cfg.source.topics[0])
+    again = icetide_cli("dead-letters", "show", "--topic", letter["_kafka_topic"], "--partition",
+                        str(letter["_kafka_partition"]), "--offset", str(letter["_kafka_offset"]), "-c", str(path),
+                        timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    where = f"{letter['_kafka_topic']}[{letter['_kafka_partition']}]@{letter['_kafka_offset']}"
+    assert f"dead letter {where}" in again.stdout
+    assert "value (8 bytes):\nnot json" in again.stdout and "class:   malformed_json" in again.stdout
+    none = icetide_cli("dead-letters", "show", "--class", "no_such_class", "-c", str(path), timeout=120)
+    assert none.returncode == 2 and "no dead letter matches" in none.stderr
+    for columns in ("60", "80"):
+        listed = icetide_cli("dead-letters", "list", "-c", str(path), timeout=120,
+                             env={**os.environ, "COLUMNS": columns})
+        assert listed.returncode == 0, listed.stderr[-3000:]
+        assert cfg.source.topics[0] in listed.stdout and "malformed_json" in listed.stdout, listed.stdout
+        assert max(map(len, listed.stdout.splitlines())) <= int(columns), listed.stdout

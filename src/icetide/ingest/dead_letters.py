@@ -123,6 +123,28 @@ def list_groups(source: MetaReader | SparkSession, cfg: PipelineConfig, filters:
     return out
 
 
+def find(source: MetaReader | SparkSession, cfg: PipelineConfig, filters: Filters, partition: int | None = None,
+         offset: int | None = None) -> dict[str, Any] | None:
+    """The oldest dead letter of this pipeline matching ``filters`` (and the Kafka ``partition`` and
+    ``offset`` when given): coordinates, class, message, key, headers and raw value; None if none."""
+    reader = as_reader(cfg, source)
+    dlq = cfg.dead_letter.table
+    if not reader.exists(dlq):
+        return None
+    pipeline = validate_pipeline(cfg.name)
+    found = [r for r in reader.rows(dlq, ["pipeline", "error_class", "error_message", "target_table",
+                                          "dead_lettered_at", *KEYS, "_kafka_timestamp", "_kafka_key", "value",
+                                          "_kafka_headers"])
+             if r["pipeline"] == pipeline and filters.matches(r)
+             and (partition is None or r["_kafka_partition"] == partition)
+             and (offset is None or r["_kafka_offset"] == offset)]
+    if not found:
+        return None
+    r = min(found, key=lambda x: (x["dead_lettered_at"] is None, x["dead_lettered_at"] or 0, x["_kafka_offset"]))
+    return {**r, "dead_lettered_at": _when(r["dead_lettered_at"]), "matching": len(found),
+            "_kafka_headers": [(h["key"], h["value"]) for h in (r["_kafka_headers"] or [])]}
+
+
 def _when(at: Any) -> str:
     return at.strftime("%Y-%m-%d %H:%M:%S") if at is not None else "-"
 
