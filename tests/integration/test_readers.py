@@ -179,7 +179,7 @@ def test_status_with_kafka_down_answers_fast_and_shows_lag_unreachable(lake_tabl
     assert "unreachable" in text.stdout, text.stdout
 
 
-def test_dead_letters_show_one_letter_whole_and_list_keeps_names_at_60_columns(lake_tables) -> None:  # type: ignore[no-untyped-def]
+def test_dead_letters_show_one_letter_whole_and_lists_keep_names_at_60_and_80_columns(lake_tables) -> None:  # type: ignore[no-untyped-def]
     cfg, path, _tables = lake_tables
     res = icetide_cli("dead-letters", "show", "--class", "malformed_json", "-c", str(path), "-o", "json", timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -201,3 +201,7 @@ def test_dead_letters_show_one_letter_whole_and_list_keeps_names_at_60_columns(l
         assert listed.returncode == 0, listed.stderr[-3000:]
         assert cfg.source.topics[0] in listed.stdout and "malformed_json" in listed.stdout, listed.stdout
         assert max(map(len, listed.stdout.splitlines())) <= int(columns), listed.stdout
+        offsets = icetide_cli("offsets", "-c", str(path), timeout=120, env={**os.environ, "COLUMNS": columns})
+        assert offsets.returncode == 0, offsets.stderr[-3000:]
+        assert _tables[0] in offsets.stdout and cfg.source.topics[0] in offsets.stdout, offsets.stdout
+        assert max(map(len, offsets.stdout.splitlines())) <= int(columns), offsets.stdout

@@ -178,15 +178,29 @@ def offsets(config_path: Path, engine: str, output: str) -> None:
     if output == "json":
         emit_json(data)
         return
-    tbl = Table("table", "topic", "partition", "next offset", "kafka oldest", "deleted unread", "batch",
-                title=f"pipeline {cfg.name}")
-    for t, w in wms.items():
-        for (topic, part), off in sorted(w.offsets.items()):
-            lost = unread_deleted((topic, part), off)
-            shown = "Kafka unreachable" if oldest is None else f"[red]{lost}[/red]" if lost else "0"
-            tbl.add_row(t, topic, str(part), str(off), str(oldest.get((topic, part), "?")) if oldest else "?",
-                        shown, str(w.batch))
-    console.print(tbl)
+    def cells(topic: str, part: int, off: int) -> list[str]:
+        lost = unread_deleted((topic, part), off)
+        gone = "Kafka unreachable" if oldest is None else f"[red]{lost}[/red]" if lost else "0"
+        return [str(part), str(off), str(oldest.get((topic, part), "?")) if oldest else "?", gone]
+
+    numbers = ("partition", "next offset", "kafka oldest", "deleted unread")
+    longest = max([0, *(len(t) + len(tp[0]) for t, w in wms.items() for tp in w.offsets)])
+    if longest + 6 + 58 + 8 <= console.width:  # one table, every name whole
+        tbl = Table("table", "topic", *numbers, "batch", title=f"pipeline {cfg.name}")
+        for t, w in wms.items():
+            for (topic, part), off in sorted(w.offsets.items()):
+                tbl.add_row(t, topic, *cells(topic, part, off), str(w.batch))
+        console.print(tbl)
+    else:  # narrow: a heading per table and topic (names whole), the numbers below it
+        console.print(f"pipeline {cfg.name}", markup=False)
+        for t, w in wms.items():
+            for topic in sorted({tp[0] for tp in w.offsets}):
+                console.print(f"\n{t} ← {topic} (batch {w.batch})", markup=False, highlight=False)
+                tbl = Table(*numbers)
+                for (tp, part), off in sorted(w.offsets.items()):
+                    if tp == topic:
+                        tbl.add_row(*cells(tp, part, off))
+                console.print(tbl)
     if any(unread_deleted(tp, o) for w in wms.values() for tp, o in w.offsets.items()):
         console.print("[yellow]Kafka deleted records the pipeline has not read (retention). On its next batch the "
                       "run goes on from the oldest records still there and reports the gap (source.on_data_loss: "
