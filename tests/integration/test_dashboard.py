@@ -3,6 +3,7 @@ Playwright): charts render, the demo-like tables show, and the dashboard updates
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +22,14 @@ from icetide.health.charts import SERIES
 from icetide.health.report import build
 from icetide.health.watch import collect_all
 from tests.fixtures.stack import free_port_pair, pipeline_dict, unique
+
+
+def _rgb(fill: str) -> tuple[int, int, int]:
+    """An SVG fill (``#1e8449`` or ``rgb(30, 132, 73)``) as (r, g, b)."""
+    if fill.startswith("#") and len(fill) == 7:
+        return int(fill[1:3], 16), int(fill[3:5], 16), int(fill[5:7], 16)
+    r, g, b = (int(float(x)) for x in fill[fill.index("(") + 1:fill.index(")")].split(",")[:3])
+    return r, g, b
 
 
 def chromium() -> str:
@@ -113,6 +122,21 @@ def test_dashboard_shows_tables_and_updates_after_a_batch(spark, watched, browse
         tab.wait_for_selector(f'{row}[data-files="8"]', timeout=30_000)
         # the heatmap redrew too: partition c of the table, new in that batch, has its cell
         tab.wait_for_selector(f'#heatmap path[aria-label^="partition: c; table: {tables[0]};"]', timeout=30_000)
+        # the heatmap's colour is health on a fixed scale: these healthy partitions are green, not "the reddest"
+        fill = tab.get_attribute(f'#heatmap path[aria-label^="partition: a; table: {tables[0]};"]', "fill") or ""
+        r, g, b = _rgb(fill)
+        assert g > r and g > b, fill
+
+        # freshness is the age of the newest record now: with nothing new landing, it grows
+        newest = int(time.time() * 1000) - 60_000
+        mark = json.dumps({"watermark": {}, "run": "r1", "batch": 0, "committed_at_ms": newest + 1000,
+                           "kafka_ts_max": newest})
+        spark.sql(f"ALTER TABLE icetide.{tables[0]} SET TBLPROPERTIES ('icetide.watermark.ui-test' = '{mark}')")
+        tab.wait_for_function(f"() => Number(document.querySelector('{row}').dataset.freshness) >= 60000",
+                              timeout=30_000)
+        first = int(tab.get_attribute(row, "data-freshness") or 0)
+        tab.wait_for_function(f"() => Number(document.querySelector('{row}').dataset.freshness) >= {first + 2000}",
+                              timeout=30_000)
         assert not errors, errors
         if os.environ.get("ICETIDE_SCREENSHOTS"):  # docs/img/dashboard.png, refreshed on request
             tab.wait_for_timeout(1500)

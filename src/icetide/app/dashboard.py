@@ -66,7 +66,7 @@ class DashboardLoop(LoopService):
             "tables": [{**h.summary(), "name": charts.short_name(h.table)} for h in healths],
             "reasons": {charts.short_name(h.table): h.reasons for h in healths},
             "heatmap": charts.heatmap(charts.partition_cells(healths)),
-            "series": [{"figure": key, "spec": charts.timeseries(points, title, unit)}
+            "series": [{"figure": key, "spec": charts.timeseries(points, title, unit, charts.table_domain(rows))}
                        for key, title, unit, scale in charts.SERIES
                        if (points := charts.series_points(rows, key, scale))],
             "plan": [p.as_dict() for p in plans],

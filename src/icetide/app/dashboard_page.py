@@ -54,7 +54,8 @@ function draw(s) {
     el('td', size(t.avg_file_bytes), 'num'), el('td', t.max_partition_files, 'num'),
     el('td', (100 * t.delete_ratio).toFixed(1) + '%', 'num'), el('td', t.commits_last_hour, 'num'),
     el('td', secs(t.freshness_ms), 'num'), el('td', t.kafka_lag ?? '–', 'num')]);
-    tr.dataset.table = t.name; tr.dataset.files = t.data_files; return tr; }));
+    tr.dataset.table = t.name; tr.dataset.files = t.data_files; tr.dataset.freshness = t.freshness_ms ?? '';
+    return tr; }));
   const reasons = document.getElementById('reasons'); reasons.replaceChildren();
   for (const [name, rs] of Object.entries(s.reasons)) for (const r of rs) reasons.appendChild(el('div', name + ': ' + r, 'reason'));
   vegaEmbed('#heatmap', s.heatmap, {actions: false, renderer: 'svg'});

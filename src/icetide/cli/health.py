@@ -84,7 +84,11 @@ def report(config_path: Path, out_path: Path, hours: float, collect: bool, engin
         cfg, reader = load_reader(config_path, engine)
     page = build(reader, cfg, hours)
     out_path.write_text(page.html)
-    console.print(f"[green]✓[/] wrote {out_path} ({page.collections} collections)")
+    n = page.collections
+    console.print(f"[green]✓[/] wrote {out_path} ({n} collection{'' if n == 1 else 's'})")
+    if n == 0:
+        console.print("[yellow]![/] no health history in this window: record some with `icetide status --record` "
+                      "or `icetide report --collect`")
 
 
 @click.command()

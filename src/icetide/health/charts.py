@@ -23,13 +23,11 @@ SERIES: list[tuple[str, str, str, float]] = [
     ("avg_file_bytes", "Average data file size", "MiB", 1 / (1024 * 1024)),
     ("commits_last_hour", "Commits in the last hour", "commits/h", 1.0),
     ("delete_ratio", "Delete ratio (deleted rows / data rows)", "ratio", 1.0),
-    ("freshness_ms", "Freshness (newest Kafka timestamp → commit)", "s", 1 / 1000),
+    ("freshness_ms", "Freshness (age of the newest record in the table)", "s", 1 / 1000),
     ("commit_latency_ms", "Commit latency (commit − batch planned)", "s", 1 / 1000),
     ("kafka_lag", "Kafka lag", "records", 1.0),
     ("score", "Health score", "0-100", 1.0),
 ]
-#: per-partition figures the heatmap can colour by
-HEATMAP_FIGURES = ("data_files", "small_files", "delete_ratio", "score")
 _SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 
 
@@ -52,27 +50,54 @@ def series_points(rows: Iterable[Mapping[str, Any]], figure: str, scale: float) 
     return out
 
 
-def timeseries(points: list[dict[str, Any]], title: str, unit: str) -> dict[str, Any]:
-    """Lines per table over time; drag or scroll to zoom, hover for values."""
+def table_domain(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Every table of ``rows`` in a fixed order: given to every chart, a table keeps one colour in all."""
+    return sorted({short_name(str(r["table_name"] if "table_name" in r else r["table"])) for r in rows})
+
+
+#: Time axes: month, day and time, readable at any zoom
+TIME_FORMAT = "%b %d %H:%M"
+
+
+def timeseries(points: list[dict[str, Any]], title: str, unit: str,
+               tables: list[str] | None = None) -> dict[str, Any]:
+    """Lines per table over time; drag or scroll to zoom, hover for values. ``tables``: the colour
+    domain shared by every chart (:func:`table_domain`). A table with one or two points shows them as
+    dots large enough to see (a line needs more)."""
+    per_table: dict[str, int] = {}
+    for p in points:
+        per_table[p["table"]] = per_table.get(p["table"], 0) + 1
+    few = min(per_table.values(), default=0) <= 2
+    color: dict[str, Any] = {"field": "table", "type": "nominal", "legend": {"orient": "bottom", "title": None}}
+    if tables:
+        color["scale"] = {"domain": tables}
     return {
         "$schema": _SCHEMA, "title": title, "width": "container", "height": 180,
         "data": {"values": points},
-        "mark": {"type": "line", "point": {"size": 18}, "tooltip": True},
+        "mark": {"type": "line", "point": {"size": 80 if few else 18, "filled": True}, "tooltip": True},
         "params": [{"name": "zoom", "select": "interval", "bind": "scales"}],
         "encoding": {
-            "x": {"field": "t", "type": "temporal", "title": None, "axis": {"labelOverlap": True}},
+            "x": {"field": "t", "type": "temporal", "title": None,
+                  "axis": {"labelOverlap": True, "format": TIME_FORMAT, "labelAngle": 0}},
             "y": {"field": "value", "type": "quantitative", "title": unit},
-            "color": {"field": "table", "type": "nominal", "legend": {"orient": "bottom", "title": None}},
+            "color": color,
             "tooltip": [{"field": "table"}, {"field": "t", "type": "temporal", "format": "%Y-%m-%d %H:%M:%S"},
                         {"field": "value", "type": "quantitative", "title": unit}],
         },
     }
 
 
-def heatmap(partitions: list[dict[str, Any]], figure: str = "small_files") -> dict[str, Any]:
-    """One cell per (table, partition), coloured by ``figure``; hot partitions outlined."""
+#: Health score colours on a fixed scale: 0 red (critical), 50 yellow, 100 green (healthy)
+SCORE_COLOURS = {"domain": [0, 50, 100], "range": ["#c0392b", "#f1c40f", "#1e8449"]}
+
+
+def heatmap(partitions: list[dict[str, Any]]) -> dict[str, Any]:
+    """One cell per (table, partition), coloured by its health score on a fixed scale (green healthy,
+    red critical, whatever the other cells: a healthy partition is never the reddest cell); hot
+    (being written) partitions outlined."""
     return {
-        "$schema": _SCHEMA, "title": f"Partitions by {figure.replace('_', ' ')} (outlined: being written)",
+        "$schema": _SCHEMA,
+        "title": "Partitions by health score (green healthy, red critical; outlined: being written)",
         "width": "container", "height": {"step": 22}, "autosize": {"type": "fit-x", "contains": "padding"},
         "data": {"values": partitions},
         "mark": {"type": "rect", "tooltip": True, "strokeWidth": 2},
@@ -80,12 +105,12 @@ def heatmap(partitions: list[dict[str, Any]], figure: str = "small_files") -> di
             "x": {"field": "partition", "type": "ordinal", "title": None, "sort": "ascending",
                   "axis": {"labelAngle": -40, "labelLimit": 120, "labelOverlap": True}},
             "y": {"field": "table", "type": "nominal", "title": None},
-            "color": {"field": figure, "type": "quantitative",
-                      "scale": {"scheme": "greens" if figure == "score" else "orangered"}},
+            "color": {"field": "score", "type": "quantitative", "title": "score",
+                      "scale": {**SCORE_COLOURS, "clamp": True}},
             "stroke": {"condition": {"test": "datum.hot", "value": "#1f5fbf"}, "value": None},
-            "tooltip": [{"field": "table"}, {"field": "partition"}, {"field": "data_files"},
+            "tooltip": [{"field": "table"}, {"field": "partition"}, {"field": "score"}, {"field": "data_files"},
                         {"field": "small_files"}, {"field": "avg_mib", "title": "avg MiB"},
-                        {"field": "delete_ratio", "format": ".1%"}, {"field": "score"}, {"field": "hot"}],
+                        {"field": "delete_ratio", "format": ".1%"}, {"field": "hot"}],
         },
     }
 

@@ -58,7 +58,7 @@ def collect(reader: MetaReader, table: str, thresholds: HealthThresholds | None 
         manifest_target_bytes=int(props.get("commit.manifest.target-size-bytes", 8 * 1024 * 1024)),
         metadata_file_bytes=reader.metadata_file_bytes(table),
         icetide_pipelines=sorted(pipelines), commit_latency_ms=_commit_latency(snaps),
-        freshness_ms=_freshness(props),
+        freshness_ms=freshness(props, now_ms),
     )
     for p in health.partitions:
         _apply(p, score_partition(p, th))
@@ -111,15 +111,13 @@ def _commit_latency(snaps: list[Snapshot]) -> int | None:
     return max(0, ts - planned)
 
 
-def _freshness(props: dict[str, str]) -> int | None:
-    """Newest icetide commit: its commit time minus the newest Kafka timestamp it held."""
-    best: tuple[int, int] | None = None
-    for key, value in props.items():
-        if key.startswith(PROPERTY_PREFIX):
-            wm = Watermark.from_property(value)
-            if wm.kafka_ts_max is not None and (best is None or wm.committed_at_ms > best[0]):
-                best = (wm.committed_at_ms, int(wm.kafka_ts_max))
-    return None if best is None else max(0, best[0] - best[1])
+def freshness(props: dict[str, str], now_ms: int) -> int | None:
+    """Age of the newest record in the table now: ``now_ms`` minus the newest Kafka timestamp any
+    pipeline committed (None if no pipeline has). It grows while nothing new lands, whatever the
+    cause; the commit's own delay is ``commit_latency_ms``."""
+    newest = [int(wm.kafka_ts_max) for k, v in props.items() if k.startswith(PROPERTY_PREFIX)
+              if (wm := Watermark.from_property(v)).kafka_ts_max is not None]
+    return max(0, now_ms - max(newest)) if newest else None
 
 
 def watermarks(props: dict[str, str]) -> dict[str, Watermark]:

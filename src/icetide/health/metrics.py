@@ -37,7 +37,7 @@ TABLE_GAUGES: list[tuple[str, str, str]] = [
     ("partitions", "partition_count", "Partitions with live files"),
     ("max_partition_files", "max_partition_files", "Data files in the fullest partition"),
     ("commit_latency_ms", "commit_latency_ms", "icetide: commit time - batch planned time, newest commit"),
-    ("freshness_ms", "freshness_ms", "icetide: commit time - newest Kafka timestamp, newest commit"),
+    ("freshness_ms", "freshness_ms", "icetide: age of the newest record in the table (now - its Kafka timestamp)"),
     ("kafka_lag", "kafka_lag", "icetide: records in Kafka not yet in the table"),
     ("kafka_deleted_unread", "kafka_deleted_unread",
      "icetide: records Kafka deleted (retention) before the pipeline read them"),

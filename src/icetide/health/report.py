@@ -79,7 +79,7 @@ def figures(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     for key, title, unit, scale in charts.SERIES:
         points = charts.series_points(rows, key, scale)
         if points:
-            out.append((key, charts.timeseries(points, title, unit)))
+            out.append((key, charts.timeseries(points, title, unit, charts.table_domain(rows))))
     return out
 
 
@@ -91,6 +91,7 @@ def render(rows: list[dict[str, Any]], actions: list[dict[str, Any]] | None = No
     for r in rows:
         latest[r["table_name"]] = r
     specs = figures(rows)
+    collections = max(Counter(r["table_name"] for r in rows).values(), default=0)
     if partitions:
         specs.insert(0, ("partitions", charts.heatmap(partitions)))
     plots = "".join(f'<figure class="plot" data-metric="{key}"><div id="chart-{key}"></div></figure>'
@@ -129,8 +130,10 @@ figure.plot {{ margin: 0; }} figure.plot > div {{ width: 100%; }}
 figure.plot[data-metric="partitions"] {{ grid-column: 1 / -1; }}
 </style></head><body>
 <h1>icetide health report</h1>
-<p>Generated {generated_at:%Y-%m-%d %H:%M:%S} UTC; {len(rows)} collections of {len(latest)} tables.
+<p>Generated {generated_at:%Y-%m-%d %H:%M:%S} UTC; {collections} collection{"" if collections == 1 else "s"} of
+{len(latest)} table{"" if len(latest) == 1 else "s"} in this window.
 Charts: drag or scroll to zoom, hover for values.</p>
+{"" if rows else NO_HISTORY}
 <h2>Now (worst first)</h2>
 <table><tr><th>table</th><th>tier</th><th>score</th><th>data files</th><th>small</th><th>avg size</th>
 <th>delete ratio</th><th>snapshots</th><th>manifests</th></tr>{table_rows}</table>
@@ -141,6 +144,12 @@ Charts: drag or scroll to zoom, hover for values.</p>
 <script>{embed}</script>
 </body></html>
 """
+
+
+#: What a report with no history says (the charts over time need recorded collections)
+NO_HISTORY = ("<p class='empty'>No health history recorded in this window, so there is nothing to draw over time. "
+              "Record some with <code>icetide status --record</code> (once; from cron, say) or "
+              "<code>icetide report --collect</code>, then run the report again.</p>")
 
 
 def _json(spec: dict[str, Any]) -> str:
