@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from icetide.catalog.fileio import fileio_properties as _fileio
 from icetide.config.catalog import RestCatalog
-from icetide.errors import ServiceUnreachableError, UnsupportedByReader
+from icetide.errors import ConfigError, ServiceUnreachableError, UnsupportedByReader
 
 
 def _connection(cfg: RestCatalog) -> dict[str, str]:
@@ -38,8 +38,21 @@ def pyiceberg_properties(cfg: RestCatalog, resolve: Callable[[str], str]) -> dic
     return {**_connection(cfg), **_fileio(cfg.properties)}
 
 
+def _refused(cfg: RestCatalog, code: int) -> None:
+    """A 401/403 to the config request: the server is there; the credentials given are wrong, or
+    none were given where some are needed. Signed (SigV4) and OAuth2 client-credential catalogs
+    authenticate in ways this unsigned request does not, so their refusal proves nothing."""
+    if cfg.properties.get("rest.sigv4-enabled", "").lower() == "true" or (cfg.credential and not cfg.token):
+        return
+    if cfg.token:
+        raise ConfigError(f"catalog.token: the REST catalog at {cfg.uri} refused the token (HTTP {code}); "
+                          "give a valid one (it may have expired)")
+    raise ConfigError(f"catalog: the REST catalog at {cfg.uri} needs credentials (HTTP {code}); set catalog.token "
+                      "or catalog.credential (client_id:client_secret)")
+
+
 def check(cfg: RestCatalog, timeout: float = 10.0) -> None:
-    """GET ``<uri>/v1/config``; a 401/403 still proves the server is there."""
+    """GET ``<uri>/v1/config`` with the token given: refused credentials are a config error naming the key."""
     url = f"{cfg.uri}/v1/config"
     if cfg.warehouse:
         url += "?" + urllib.parse.urlencode({"warehouse": cfg.warehouse})
@@ -51,6 +64,7 @@ def check(cfg: RestCatalog, timeout: float = 10.0) -> None:
             json.load(resp)
     except urllib.error.HTTPError as e:
         if e.code in (401, 403):
+            _refused(cfg, e.code)
             return
         raise ServiceUnreachableError(
             f"catalog.uri: the REST catalog at {cfg.uri} answered HTTP {e.code} to GET /v1/config"

@@ -118,6 +118,9 @@ def submit(config_path: Path, dry_run: bool, run_args: tuple[str, ...]) -> None:
     if dry_run:
         click.echo(shlex.join(cmd))
         return
+    from icetide.app.preflight import preflight
+
+    preflight(cfg, "check")  # what `run` would refuse, refused before spark-submit starts a JVM
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     sys.exit(subprocess.call(cmd, env=env))
 

@@ -62,8 +62,8 @@ def health(config_path: Path, table: str, engine: str, output: str) -> None:
 
 @click.command()
 @config_option
-@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("icetide-report.html"),
-              show_default=True, help="HTML file to write.")
+@click.option("--out", "-o", "out_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("icetide-report.html"), show_default=True, help="HTML file to write.")
 @click.option("--hours", default=24 * 7, show_default=True, help="History window.")
 @click.option("--collect/--no-collect", default=False, show_default=True,
               help="Collect and record health first (starts Spark to write the history table).")
@@ -95,14 +95,18 @@ def report(config_path: Path, out_path: Path, hours: float, collect: bool, engin
 @config_option
 @click.option("--once", is_flag=True, help="Collect once, serve for --for seconds, exit (for checks).")
 @click.option("--for", "duration", type=float, default=None, help="Stop after this many seconds.")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port (default: health.metrics_port).")
+@click.option("--host", default=None, help="Address to bind (default: health.metrics_host).")
 @engine_option
 @handle_errors
-def metrics(config_path: Path, once: bool, duration: float | None, engine: str) -> None:
+def metrics(config_path: Path, once: bool, duration: float | None, port: int | None, host: str | None,
+            engine: str) -> None:
     """Serve a Prometheus endpoint with health figures, collected every health.interval."""
 
     from prometheus_client import REGISTRY, start_http_server
 
     from icetide.config.base import interval_seconds
+    from icetide.errors import ServiceUnreachableError
     from icetide.health.metrics import HealthCollector, MetricsLoop
     from icetide.health.watch import collect_all
 
@@ -110,8 +114,13 @@ def metrics(config_path: Path, once: bool, duration: float | None, engine: str) 
     collector = HealthCollector(cfg.health.max_partitions_exported)
     REGISTRY.register(collector)
     collector.update(collect_all(reader, cfg))
-    start_http_server(cfg.health.metrics_port, addr=cfg.health.metrics_host)
-    console.print(f"serving metrics on http://{cfg.health.metrics_host}:{cfg.health.metrics_port}/metrics")
+    port, host = port or cfg.health.metrics_port, host or cfg.health.metrics_host
+    try:
+        start_http_server(port, addr=host)
+    except OSError as e:
+        raise ServiceUnreachableError(f"health.metrics_port: cannot serve on {host}:{port} ({e.strerror}); "
+                                      "pick another with --port") from None
+    console.print(f"serving metrics on http://{host}:{port}/metrics")
     every = float("inf") if once else interval_seconds(cfg.health.interval)
     MetricsLoop(reader, cfg, collector, every).stop_on_signals().run(duration)
 
