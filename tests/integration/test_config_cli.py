@@ -152,21 +152,28 @@ def test_the_no_jvm_schema_parser_agrees_with_spark(spark, ddl: str, names: list
 
 def test_run_until_idle_exits_non_zero_when_a_config_mistake_dead_letters_everything(
         tmp_path: Path, kafka: LocalKafka, lake: Path) -> None:
+    """Two config mistakes in one routed run: a partition column no record has (no schema given),
+    and a schema no record matches (every amount is text); a third table lands and is not blamed."""
     topic, ns = unique("pf-typo"), unique("pf")
-    n = send(kafka.bootstrap, topic, (dumps({"id": str(i), "event_time": "2026-11-28T10:00:00Z", "v": i})
-                                      for i in range(500)), partitions=2)
-    data = pipeline_dict(kafka, lake, tmp_path, topic, f"{ns}.events",
-                         target={"table": f"{ns}.events", "partition_by": ["days(evnt_time)"]})
+    records = [dumps({"kind": kind, "id": str(i), "event_time": "2026-11-28T10:00:00Z",
+                      "amount": "lots" if kind == "strict" else i})
+               for i in range(600) for kind in (["typo", "strict", "fine"][i % 3],)]
+    n = send(kafka.bootstrap, topic, records, partitions=2)
+    data = pipeline_dict(kafka, lake, tmp_path, topic, f"{ns}.events", target={
+        "route": {"by": "field", "name": "kind", "table": f"{ns}.{{value}}"},
+        "tables": {f"{ns}.typo": {"partition_by": ["days(evnt_time)"]},
+                   f"{ns}.strict": {"schema": "kind STRING, id STRING, event_time TIMESTAMP, amount DOUBLE"}}})
     res = icetide_cli("run", "-c", str(write(tmp_path, data)), "--until-idle", timeout=300)
     assert res.returncode == 2, res.stderr[-3000:]
-    assert _last(res) == (
-        f"icetide: target.partition_by: days(evnt_time) needs column 'evnt_time', which the records for "
-        f"{ns}.events do not have; give the column in the schema or change the partitioning, then replay; nothing "
-        f"landed in {ns}.events: its records are in the dead-letter table; fix the config, then "
-        "`icetide dead-letters replay`"), res.stderr[-3000:]
-    assert f"nothing can land in {ns}.events, every record of it was dead-lettered" in res.stderr
-    assert '"event": "config_mistake"' in res.stderr
-    assert f"{n} dead-lettered" in res.stdout, res.stdout
+    assert _last(res).startswith(
+        f"icetide: target.schema (or target.tables): no record for {ns}.strict matches it: all 200 records of "
+        "batch 0 were dead-lettered as type_mismatch; fix the schema (or the producers) (and 1 more table); "
+        f"nothing landed in {ns}.strict: its records are in the dead-letter table"), res.stderr[-3000:]
+    assert (f"nothing can land in {ns}.typo, every record of it was dead-lettered: target.tables.partition_by: "
+            f"days(evnt_time) needs column 'evnt_time', which the records for {ns}.typo do not have") in res.stderr
+    assert f"nothing can land in {ns}.strict" in res.stderr and f"nothing can land in {ns}.fine" not in res.stderr
+    assert res.stderr.count('"event": "config_mistake"') == 2
+    assert f"{n} records, 200 written, 400 dead-lettered" in res.stdout, res.stdout
 
 
 def test_names_that_do_not_exist_are_one_line_and_exit_2_and_qualified_names_are_accepted(

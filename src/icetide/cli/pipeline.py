@@ -144,7 +144,8 @@ def run(config_path: Path, duration: float | None, until_idle: bool, idle_after:
     mistakes = summary.counters.unlanded_mistakes()
     if mistakes:  # a config mistake kept a table's every record out: never exit 0 for that
         table, message = sorted(mistakes.items())[0]
-        more = f" (and {len(mistakes) - 1} more tables)" if len(mistakes) > 1 else ""
+        k = len(mistakes) - 1
+        more = f" (and {k} more table{'' if k == 1 else 's'})" if k else ""
         raise ConfigError(f"{message}{more}; nothing landed in {table}: its records are in the dead-letter "
                           "table; fix the config, then `icetide dead-letters replay`")
 

@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 #: What Spark's Kafka reader says when failOnDataLoss is on and an offset is gone.
 SPARK_DATA_LOSS = "Some data may have been lost"
+#: A batch's records of a table with a configured schema, all type mismatches, that make a config
+#: mistake rather than a few bad records (BatchResult.config_refused)
+SCHEMA_MISMATCH_MIN = 100
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -73,6 +76,7 @@ class BatchWriter:
         #: reason in the config (once per table)
         self.on_config_mistake = on_config_mistake
         self._told: dict[str, str] = {}
+        self._dead_by_table: dict[str | None, dict[str, int]] = {}  # the last batch's dead letters: table → class → n
         self.spark = spark
         self.cfg = cfg
         self.run_id = run_id
@@ -268,6 +272,8 @@ class BatchWriter:
                              lap.timings, self.preparer.inferred, state.tombstones)
         result.config_refused = {t: msg for t, (cls, msg) in prepared.refused.items()
                                  if cls == "table_policy" and CONFIG_ROOTED.match(msg)}
+        if dead:
+            result.config_refused.update(self._schema_mismatches(ctx.batch_id, state.written))
         return result
 
     def _route_flags(self, admitted: list[str], rejected: dict[str, tuple[str, str]]) -> tuple[Column, Column]:
@@ -309,12 +315,32 @@ class BatchWriter:
         allrows = reduce(lambda a, b: a.unionByName(b), frames)
         # Counted before the write: the dead letters go through icetide's fenced writer, whose job
         # does not report Spark observations. They are few, and read from the cached batch.
-        by_class = {str(r[0]): int(r[1]) for r in allrows.groupBy("error_class").count().collect()}
+        self._dead_by_table = {}
+        for r in allrows.groupBy("target_table", "error_class").count().collect():
+            self._dead_by_table.setdefault(r[0], {})[str(r[1])] = int(r[2])
+        by_class: dict[str, int] = {}
+        for classes in self._dead_by_table.values():
+            for c, k in classes.items():
+                by_class[c] = by_class.get(c, 0) + k
         n = self.ledger.commit(self.dead_letter_table, allrows, lambda d: d, ctx.batch_id, ctx.ranges,
                                ctx.since_ms)
         if n is None:
             return None
         return n, {k: v for k, v in by_class.items() if v}
+
+    def _schema_mismatches(self, batch: int, written: dict[str, int]) -> dict[str, str]:
+        """Tables with a configured schema that no record of this batch matched: nothing written and
+        at least :data:`SCHEMA_MISMATCH_MIN` records, every one a type mismatch. That lies in the
+        schema (or in every producer), not in a stray record."""
+        out = {}
+        for table, classes in self._dead_by_table.items():
+            n = classes.get("type_mismatch", 0)
+            if (table and not written.get(table) and n >= SCHEMA_MISMATCH_MIN and set(classes) == {"type_mismatch"}
+                    and self.cfg.target.policy_for(table).schema_ddl):
+                key = "target.schema" if table == self.cfg.target.table else "target.schema (or target.tables)"
+                out[table] = (f"{key}: no record for {table} matches it: all {n} records of batch {batch} were "
+                              "dead-lettered as type_mismatch; fix the schema (or the producers)")
+        return out
 
     def _ensure_dead_letter_table(self) -> None:
         if self._dead_letters_ready:
