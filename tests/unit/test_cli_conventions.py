@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
+from icetide.app.output import handle_errors
 from icetide.cli.main import cli
 from tests.fixtures.configs import BASE, write
 
@@ -41,3 +43,26 @@ def test_kafka_status_not_running_is_lsb_3(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("ICETIDE_HOME", str(tmp_path))
     res = CliRunner().invoke(cli, ["kafka", "status", "--port", "1"])
     assert (res.exit_code, res.output.strip()) == (3, "not running")
+
+
+def _failing(exc: Exception) -> click.Command:
+    @click.command()
+    @handle_errors
+    def boom() -> None:
+        raise exc
+
+    return boom
+
+
+def test_an_unexpected_error_is_one_line_and_exit_1_with_the_trace_only_when_verbose() -> None:
+    res = CliRunner().invoke(_failing(RuntimeError("the disk is full\nsecond line")), [])
+    assert res.exit_code == 1
+    assert res.output.strip() == "icetide: RuntimeError: the disk is full (icetide -v shows the trace)"
+
+
+def test_a_jvm_error_shows_the_java_message_not_the_py4j_call() -> None:
+    text = ("An error occurred while calling o123.sql.\n: org.apache.iceberg.exceptions.NoSuchTableException: "
+            "Table does not exist: raw.x\n\tat org.apache.iceberg...")
+    res = CliRunner().invoke(_failing(RuntimeError(text)), [])
+    assert res.output.strip() == ("icetide: RuntimeError: org.apache.iceberg.exceptions.NoSuchTableException: "
+                                  "Table does not exist: raw.x (icetide -v shows the trace)")

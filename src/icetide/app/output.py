@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 
 from icetide.errors import IcetideError
-from icetide.secrets import install_log_filter, scrub
+from icetide.secrets import error_line, install_log_filter, scrub
 
 console = Console()
 err_console = Console(stderr=True)
@@ -42,11 +42,41 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except IcetideError as e:
+            _trace_if_verbose()
             for line in scrub(str(e)).splitlines():
                 click.echo(f"icetide: {line}" if not line.startswith(" ") else line, err=True)
             sys.exit(EXIT_CONFIG if e.terminal else EXIT_RUNTIME)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as e:  # not one of icetide's: one line all the same, the trace with -v
+            _trace_if_verbose()
+            click.echo(f"icetide: {type(e).__name__}: {_useful_line(e)}"
+                       + ("" if _verbose() else " (icetide -v shows the trace)"), err=True)
+            sys.exit(EXIT_RUNTIME)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _verbose() -> bool:
+    return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+def _trace_if_verbose() -> None:
+    if _verbose():
+        import traceback
+
+        click.echo(scrub(traceback.format_exc()).rstrip(), err=True)
+
+
+def _useful_line(e: BaseException) -> str:
+    """The line of an error that says what happened: for a JVM error through Py4J, the Java
+    exception's message rather than "An error occurred while calling o123.sql"."""
+    text = str(e).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith(": ") or (ln[:1].isalpha() and "Exception: " in ln.split(" ")[0] + " "):
+            return scrub(ln.lstrip(": "))[:500]
+    return error_line(e, 500)
 
 
 def setup_logging(verbose: bool, quiet: bool = False) -> None:
