@@ -173,6 +173,7 @@ def test_run_until_idle_exits_non_zero_when_a_config_mistake_dead_letters_everyt
             f"days(evnt_time) needs column 'evnt_time', which the records for {ns}.typo do not have") in res.stderr
     assert f"nothing can land in {ns}.strict" in res.stderr and f"nothing can land in {ns}.fine" not in res.stderr
     assert res.stderr.count('"event": "config_mistake"') == 2
+    assert "Using incubator modules" not in res.stderr  # the JVM's start-up noise is left off the terminal
     assert f"{n} records, 200 written, 400 dead-lettered" in res.stdout, res.stdout
 
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from icetide import jvm, paths, secrets
 from icetide.catalog import check_reachable, spark_catalog_conf
@@ -146,11 +149,44 @@ def session_conf(cfg: PipelineConfig) -> dict[str, str]:
     return conf
 
 
+#: The one line the JVM prints on every start because Spark's launcher adds an incubator module
+_INCUBATOR = b"WARNING: Using incubator modules:"
+
+
+def _quiet_jvm_start() -> None:
+    """Leave the JVM's incubator-module warning off the terminal; every other line of its stderr
+    passes through. Not with ``icetide -v`` (Spark logs to the terminal then: nothing is filtered)."""
+    import pyspark.core.context as context
+    from pyspark import java_gateway
+
+    if spark_log_file() is None or getattr(context.launch_gateway, "icetide", False):  # type: ignore[attr-defined]
+        return
+    original = java_gateway.launch_gateway
+
+    def forward(stream: Any) -> None:
+        for line in iter(stream.readline, b""):
+            if not line.startswith(_INCUBATOR):
+                sys.stderr.buffer.write(line)
+                sys.stderr.flush()
+
+    def launch(conf: Any = None, popen_kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = {"stderr": subprocess.PIPE, **(popen_kwargs or {})}
+        gateway = original(conf, kwargs)
+        proc = getattr(gateway, "proc", None)
+        if proc is not None and proc.stderr is not None:
+            threading.Thread(target=forward, args=(proc.stderr,), name="icetide-jvm-stderr", daemon=True).start()
+        return gateway
+
+    launch.icetide = True  # type: ignore[attr-defined]
+    context.launch_gateway = launch  # type: ignore[attr-defined]
+
+
 def build_session(cfg: PipelineConfig, purpose: Purpose = "write") -> SparkSession:
     """The pipeline's SparkSession; ``purpose`` read: the catalog must exist already (nothing is created)."""
     from pyspark.sql import SparkSession
 
     check_reachable(cfg, purpose)
+    _quiet_jvm_start()
     builder = SparkSession.builder.appName(cfg.spark.app_name or f"icetide-{cfg.name}")
     if cfg.spark.master:
         builder = builder.master(cfg.spark.master)
