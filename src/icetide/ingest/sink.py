@@ -57,6 +57,8 @@ SPARK_DATA_LOSS = "Some data may have been lost"
 #: A batch's records of a table with a configured schema, all type mismatches, that make a config
 #: mistake rather than a few bad records (BatchResult.config_refused)
 SCHEMA_MISMATCH_MIN = 100
+#: A batch's dead letters: target table (None: no table) → error class → records
+DeadByTable = dict[str | None, dict[str, int]]
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -76,7 +78,6 @@ class BatchWriter:
         #: reason in the config (once per table)
         self.on_config_mistake = on_config_mistake
         self._told: dict[str, str] = {}
-        self._dead_by_table: dict[str | None, dict[str, int]] = {}  # the last batch's dead letters: table → class → n
         self.spark = spark
         self.cfg = cfg
         self.run_id = run_id
@@ -255,13 +256,17 @@ class BatchWriter:
             route_error, route_message = flags
             flagged = rows.withColumn("_e", route_error).withColumn("_m", route_message).where(F.col("_e").isNotNull())
             state.bad.append(decode.dead_letter_rows(flagged, cfg.name, table_col, "_e", "_m"))
-        dead, classes = 0, dict[str, int]()
+        dead, by_table = 0, DeadByTable()
         if state.bad:
             d = self._dead_letters(state.bad, ctx)
             if d is None:
                 state.skipped.append(self.cfg.dead_letter.table)
             else:
-                dead, classes = d
+                dead, by_table = d
+        classes: dict[str, int] = {}
+        for counts in by_table.values():
+            for c, k in counts.items():
+                classes[c] = classes.get(c, 0) + k
         lap("dead_letters")
         for frame in state.release:
             frame.unpersist()
@@ -272,8 +277,7 @@ class BatchWriter:
                              lap.timings, self.preparer.inferred, state.tombstones)
         result.config_refused = {t: msg for t, (cls, msg) in prepared.refused.items()
                                  if cls == "table_policy" and CONFIG_ROOTED.match(msg)}
-        if dead:
-            result.config_refused.update(self._schema_mismatches(ctx.batch_id, state.written))
+        result.config_refused.update(self._schema_mismatches(ctx.batch_id, state.written, by_table))
         return result
 
     def _route_flags(self, admitted: list[str], rejected: dict[str, tuple[str, str]]) -> tuple[Column, Column]:
@@ -310,30 +314,28 @@ class BatchWriter:
         with ThreadPoolExecutor(workers, thread_name_prefix="icetide-table") as pool:
             return list(pool.map(fn, items))
 
-    def _dead_letters(self, frames: list[DataFrame], ctx: BatchContext) -> tuple[int, dict[str, int]] | None:
+    def _dead_letters(self, frames: list[DataFrame], ctx: BatchContext) -> tuple[int, DeadByTable] | None:
+        """Write the batch's dead letters; how many, and their counts per target table and class."""
         self._ensure_dead_letter_table()
         allrows = reduce(lambda a, b: a.unionByName(b), frames)
         # Counted before the write: the dead letters go through icetide's fenced writer, whose job
         # does not report Spark observations. They are few, and read from the cached batch.
-        self._dead_by_table = {}
+        by_table: DeadByTable = {}
         for r in allrows.groupBy("target_table", "error_class").count().collect():
-            self._dead_by_table.setdefault(r[0], {})[str(r[1])] = int(r[2])
-        by_class: dict[str, int] = {}
-        for classes in self._dead_by_table.values():
-            for c, k in classes.items():
-                by_class[c] = by_class.get(c, 0) + k
+            if r[2]:
+                by_table.setdefault(r[0], {})[str(r[1])] = int(r[2])
         n = self.ledger.commit(self.dead_letter_table, allrows, lambda d: d, ctx.batch_id, ctx.ranges,
                                ctx.since_ms)
         if n is None:
             return None
-        return n, {k: v for k, v in by_class.items() if v}
+        return n, by_table
 
-    def _schema_mismatches(self, batch: int, written: dict[str, int]) -> dict[str, str]:
+    def _schema_mismatches(self, batch: int, written: dict[str, int], dead: DeadByTable) -> dict[str, str]:
         """Tables with a configured schema that no record of this batch matched: nothing written and
         at least :data:`SCHEMA_MISMATCH_MIN` records, every one a type mismatch. That lies in the
         schema (or in every producer), not in a stray record."""
         out = {}
-        for table, classes in self._dead_by_table.items():
+        for table, classes in dead.items():
             n = classes.get("type_mismatch", 0)
             if (table and not written.get(table) and n >= SCHEMA_MISMATCH_MIN and set(classes) == {"type_mismatch"}
                     and self.cfg.target.policy_for(table).schema_ddl):
