@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,9 +17,36 @@ def ts(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def stop_when_idle(query: Any, idle_seconds: float = 20.0) -> None:
+@contextlib.contextmanager
+def broker(port: int, bootstrap: str | None = None) -> Iterator[str]:
+    """The Kafka bootstrap a benchmark produces to: ``bootstrap`` when given (a running broker, left
+    as it is: the smoke tests share their session's), else a fresh local KRaft broker on ``port``,
+    removed afterwards."""
+    if bootstrap:
+        yield bootstrap
+        return
+    from icetide.services.kafka import LocalKafka
+
+    local = LocalKafka(port=port)
+    local.reset()
+    local.start()
+    try:
+        yield local.bootstrap
+    finally:
+        local.reset()
+
+
+def idle_seconds() -> float:
+    """How long a vanilla query must see no new rows before it is stopped (``$ICETIDE_BENCH_IDLE_S``,
+    default 20 s; the smoke tests use less)."""
+    return float(os.environ.get("ICETIDE_BENCH_IDLE_S", "20"))
+
+
+def stop_when_idle(query: Any, idle_seconds: float | None = None) -> None:
     """Stop a query once no new rows have arrived for ``idle_seconds`` (any trigger, also 0 s), counted
     from its first rows (a producer that starts late is waited for, up to 5 minutes)."""
+    if idle_seconds is None:
+        idle_seconds = globals()["idle_seconds"]()
     seen, idle_since, started = -1, None, time.monotonic()
     while True:
         time.sleep(0.5)
@@ -45,6 +74,22 @@ def steady_rate(query: Any) -> float | None:
         return None
     t0, t1, rows, _ = _window(batches[1:])
     return round(rows / (t1 - t0), 1)
+
+
+def first_batch_seconds(query: Any) -> float:
+    """Seconds the first non-empty batch took (table creation and JVM warm-up included)."""
+    return round(float(_batches(query)[0]["durationMs"]["triggerExecution"]) / 1000, 3)
+
+
+def batch_seconds(query: Any) -> list[float]:
+    """Seconds each non-empty batch took, oldest first (the warm-up curve)."""
+    return [round(float(p["durationMs"]["triggerExecution"]) / 1000, 3) for p in _batches(query)]
+
+
+def steady_batch_seconds(query: Any) -> float | None:
+    """Median seconds of the non-empty batches after the first."""
+    xs = sorted(p["durationMs"]["triggerExecution"] / 1000 for p in _batches(query)[1:])
+    return round(xs[len(xs) // 2], 3) if xs else None
 
 
 def _batches(query: Any) -> list[dict[str, Any]]:

@@ -111,7 +111,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
     results, event_bytes = run(args.events)
-    report = {"machine": machine(), "events": args.events, "event_bytes": event_bytes, "results": results}
+    report = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "events": args.events,
+              "event_bytes": event_bytes, "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(report, indent=2, default=str))
     (args.out / "results.md").write_text(markdown(report))
@@ -187,7 +188,7 @@ def markdown(r: dict[str, Any]) -> str:
     lines = [
         "# Avro benchmark: icetide Avro vs icetide JSON vs vanilla `from_avro`", "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; Spark {m['spark']} "
-        f"({m['spark_master']}), Iceberg {m['iceberg']}; {time.strftime('%Y-%m-%d')}.",
+        f"({m['spark_master']}), Iceberg {m['iceberg']}; {r['date']}.",
         f"{r['events']:,} events (~{r['event_bytes']['json']} B as JSON, ~{r['event_bytes']['avro']} B as Avro) on "
         f"one 4-partition topic each, maxOffsetsPerTrigger {MAX_OFFSETS:,}, trigger 0 s, each system from a fresh "
         "JVM. *Steady* leaves out the first batch. Rates and CPU are per Kafka row read (Spark's `numInputRows`): "

@@ -33,9 +33,20 @@ import yaml
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-from benchmarks.common import BatchPhases, batch_window, jvm_cpu_seconds, steady_rate  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    BatchPhases,
+    batch_seconds,
+    batch_window,
+    broker,
+    first_batch_seconds,
+    jvm_cpu_seconds,
+    steady_batch_seconds,
+    steady_rate,
+)
 from benchmarks.ingest.run import MAX_OFFSETS, SCHEMA, TRIGGER, config, machine, run_worker  # noqa: E402
 from icetide import paths  # noqa: E402
+from icetide.demo.events import create_topic  # noqa: E402
+from tests.fixtures.records import send  # noqa: E402
 
 
 def events(n: int, tables: int, seed: int = 5) -> list[bytes]:
@@ -51,6 +62,10 @@ def events(n: int, tables: int, seed: int = 5) -> list[bytes]:
 
 
 REGIMES = {"sustained": TRIGGER, "capacity": "0 seconds"}
+#: vanilla: one table, Iceberg's defaults; vanilla-tuned: icetide's table properties; vanilla-by-route:
+#: one table partitioned by the routing field too (the fan-out's files per batch); icetide: one table
+#: (``target.table``); icetide-fanout: routed to ``--tables`` tables.
+SYSTEMS = ("vanilla", "vanilla-tuned", "vanilla-by-route", "icetide", "icetide-fanout")
 
 
 def fanout_config(bootstrap: str, topic: str, ns: str, work: Path, trigger: str = TRIGGER) -> dict[str, Any]:
@@ -80,6 +95,7 @@ def fanout_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
     cpu0 = jvm_cpu_seconds(spark)
     runner = Runner(cfg, spark=spark)
     runner.run(duration=1800, until_idle=True)
+    runner.close()  # the batch log's kept rows: after the measured window
     query = runner.query
     assert query is not None
     t0, t1, processed, n_batches = batch_window(query)
@@ -93,6 +109,8 @@ def fanout_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
     return {"system": "icetide-fanout", "tables": len(tables), "rows": rows, "expected": expected,
             "processed": processed, "batches": n_batches, "seconds": round(t1 - t0, 3),
             "events_per_s": round(processed / (t1 - t0), 1), "steady_events_per_s": steady_rate(query),
+            "first_batch_s": first_batch_seconds(query), "steady_batch_s": steady_batch_seconds(query),
+            "batch_s": batch_seconds(query),
             "jvm_cpu_s_per_m_events": round(cpu / processed * 1e6, 1), "trigger": cfg.stream.trigger_interval,
             "data_files": files, "wall_s": round(time.time() - started, 1), "batch_phases": phases.batches}
 
@@ -103,44 +121,41 @@ def main() -> None:
     ap.add_argument("--tables", type=int, default=20)
     ap.add_argument("--regimes", default="sustained,capacity", help=f"comma-separated, of {sorted(REGIMES)}")
     ap.add_argument("--out", type=Path, default=HERE / "results")
-    ap.add_argument("--only-icetide", action="store_true", help="Skip the vanilla runs (profiling)")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {list(SYSTEMS)}")
+    ap.add_argument("--no-report", action="store_true", help="Print the results only (profiling)")
+    ap.add_argument("--bootstrap", help="Use this running Kafka broker instead of starting one")
     args = ap.parse_args()
     regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
     unknown = [r for r in regimes if r not in REGIMES]
     if unknown:
         ap.error(f"--regimes: unknown {unknown}; use {sorted(REGIMES)}")
-
-    from icetide.demo.events import create_topic
-    from icetide.services.kafka import LocalKafka
-    from tests.fixtures.records import send
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if [s for s in systems if s not in SYSTEMS]:
+        ap.error(f"--systems: unknown {[s for s in systems if s not in SYSTEMS]}; use {list(SYSTEMS)}")
 
     work = paths.home() / "bench" / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)
-    broker = LocalKafka(port=39193)
-    broker.reset()
-    broker.start()
     results: list[dict[str, Any]] = []
-    try:
-        topic = "bench.fanout"
-        create_topic(broker.bootstrap, topic, 4)
+    with broker(39193, args.bootstrap) as bootstrap:
+        topic = f"bench.fanout.{work.name}"
+        create_topic(bootstrap, topic, 4)
         values = events(args.events, args.tables)
-        send(broker.bootstrap, topic, values, 4)
+        send(bootstrap, topic, values, 4)
         print(f"produced {len(values)} events of ~{len(values[0])} B", flush=True)
         for regime in regimes:
             trigger = REGIMES[regime]
-            for s in ("vanilla", "vanilla-tuned") if not args.only_icetide else ():
-                table = f"bench.fo_{regime}_{s.replace('-', '_')}"
-                r = run_worker(s, config(broker.bootstrap, topic, table, work, trigger), work, len(values))
+            for s in systems:
+                if s == "icetide-fanout":
+                    r = fanout_run(bootstrap, topic, f"bench_fanout_{regime}", work, trigger, len(values))
+                else:
+                    table = f"bench.fo_{regime}_{s.replace('-', '_')}"
+                    r = run_worker(s, config(bootstrap, topic, table, work, trigger), work, len(values))
                 results.append({**r, "regime": regime})
-            results.append({**fanout_run(broker.bootstrap, topic, f"bench_fanout_{regime}", work, trigger,
-                                         len(values)), "regime": regime})
-            print(json.dumps(results[-1]), flush=True)
-    finally:
-        broker.reset()
-    if args.only_icetide:
+                print(json.dumps({k: v for k, v in results[-1].items() if k != "batch_phases"}), flush=True)
+    if args.no_report:
         return
-    report = {"machine": machine(), "events": args.events, "event_bytes": len(values[0]), "tables": args.tables,
-              "results": results}
+    report = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "events": args.events, "event_bytes": len(values[0]), "tables": args.tables, "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(report, indent=2))
     write_markdown(report, args.out / "results.md")
@@ -161,58 +176,92 @@ def fanout_run(bootstrap: str, topic: str, ns: str, work: Path, trigger: str, ex
     return result
 
 
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a and b else None
+
+
+def targets(rows: list[dict[str, Any]]) -> list[tuple[str, float | None, float, bool]]:
+    """The issue's targets for one regime: (what, measured, target, higher is better)."""
+    by = {x["system"]: x for x in rows}
+    out: list[tuple[str, float | None, float, bool]] = []
+
+    def add(what: str, a: str, b: str, key: str, target: float, higher: bool = True) -> None:
+        if a in by and b in by:
+            out.append((what, ratio(by[a].get(key), by[b].get(key)), target, higher))
+
+    add("one table, whole run: icetide ÷ vanilla-tuned", "icetide", "vanilla-tuned", "events_per_s", 1.0)
+    add("one table, steady: icetide ÷ vanilla-tuned", "icetide", "vanilla-tuned", "steady_events_per_s", 1.0)
+    add("one table, JVM CPU per event: icetide ÷ vanilla", "icetide", "vanilla", "jvm_cpu_s_per_m_events", 1.1,
+        higher=False)
+    add("fan-out, whole run: icetide-fanout ÷ vanilla-by-route", "icetide-fanout", "vanilla-by-route",
+        "events_per_s", 0.9)
+    add("fan-out, steady: icetide-fanout ÷ vanilla-by-route", "icetide-fanout", "vanilla-by-route",
+        "steady_events_per_s", 0.9)
+    add("fan-out, whole run: icetide-fanout ÷ vanilla (one table)", "icetide-fanout", "vanilla", "events_per_s", 0.75)
+    add("fan-out, steady: icetide-fanout ÷ vanilla (one table)", "icetide-fanout", "vanilla",
+        "steady_events_per_s", 0.75)
+    for s in ("icetide", "icetide-fanout"):
+        if s in by:
+            out.append((f"{s}: first batch ÷ its steady batch", ratio(by[s].get("first_batch_s"),
+                                                                       by[s].get("steady_batch_s")), 2.0, False))
+    return out
+
+
 def write_markdown(r: dict[str, Any], path: Path) -> None:
     m = r["machine"]
     lines = [
-        f"# Fan-out benchmark: one topic → {r['tables']} tables (icetide) vs one table (vanilla)", "",
+        f"# Ingest cost: one table and one topic → {r['tables']} tables, icetide against vanilla Spark", "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; Spark {m['spark']} "
-        f"({m['spark_master']}), Iceberg {m['iceberg']}, Kafka {m['kafka_broker']} (local KRaft broker).",
+        f"({m['spark_master']}), Iceberg {m['iceberg']}, Kafka {m['kafka_broker']} (local KRaft broker). "
+        f"Run {r.get('date', '')}.",
         f"maxOffsetsPerTrigger {MAX_OFFSETS:,}; a backlog of {r['events']:,} JSON events of ~{r['event_bytes']} B "
-        "on one 4-partition topic, drained by each system from a fresh JVM. *Steady* leaves out the first "
-        "batch (table creation, JVM warm-up). CPU is the driver JVM's (local mode: driver and executors).", "",
+        "on one 4-partition topic, drained by each system from a fresh JVM, one after another. *Steady* leaves "
+        "out the first batch (table creation, JVM warm-up). CPU is the driver JVM's (local mode: driver and "
+        "executors).", "",
     ]
     for regime in dict.fromkeys(x["regime"] for x in r["results"]):
         rows = [x for x in r["results"] if x["regime"] == regime]
-        fan = next(x for x in rows if x["system"] == "icetide-fanout")
-        lines += [f"## {regime}: trigger {fan['trigger']}", "",
-                  "| system | tables | events/s | fan-out ÷ this | steady events/s | fan-out ÷ this (steady) "
+        lines += [f"## {regime}: trigger {rows[0]['trigger']}", "",
+                  "| system | tables | events/s | steady events/s | first batch s | steady batch s (median) "
                   "| JVM CPU s per 1M events | batches | data files | rows ok |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         for x in rows:
-            steady = x.get("steady_events_per_s")
-            ratio = (f"{fan['steady_events_per_s'] / steady:.2f}×"
-                     if steady and fan.get("steady_events_per_s") else "–")
             lines.append(
                 f"| {x['system']} | {x.get('tables', 1)} | {x['events_per_s']:,.0f} | "
-                f"{fan['events_per_s'] / x['events_per_s']:.2f}× | {steady or 0:,.0f} | {ratio} | "
-                f"{x['jvm_cpu_s_per_m_events']} | {x['batches']} | {x['data_files']} | {x['rows'] == x['expected']} |")
+                f"{x.get('steady_events_per_s') or 0:,.0f} | {x.get('first_batch_s', '–')} | "
+                f"{x.get('steady_batch_s', '–')} | {x['jvm_cpu_s_per_m_events']} | {x['batches']} | "
+                f"{x['data_files']} | {x['rows'] == x['expected']} |")
+        lines += ["", "| target | measured | target | met |", "|---|---:|---:|---|"]
+        for what, got, want, higher in targets(rows):
+            met = got is not None and (got >= want if higher else got <= want)
+            lines.append(f"| {what} | {got if got is not None else '–'}{'×' if got is not None else ''} | "
+                         f"{'≥' if higher else '≤'} {want}× | {'yes' if met else '**no**'} |")
         lines.append("")
-        steady = [b for b in fan.get("batch_phases", []) if b["batch"] > 0]
-        if steady:
+        for system in ("icetide", "icetide-fanout"):
+            fan = next((x for x in rows if x["system"] == system), None)
+            steady = [b for b in (fan or {}).get("batch_phases", []) if b["batch"] > 0]
+            if not steady:
+                continue
             names = list(dict.fromkeys(k for b in steady for k in b["timings"]))
-            lines += [f"icetide's steady batches ({len(steady)}), seconds per phase (the batch event's `timings`):",
+            lines += [f"{system}'s steady batches ({len(steady)}), seconds per phase (the batch event's `timings`):",
                       "", "| phase | median | min | max |", "|---|---:|---:|---:|"]
             for name in [*names, "whole batch"]:
                 xs = sorted(b["seconds"] if name == "whole batch" else b["timings"].get(name, 0.0) for b in steady)
                 lines.append(f"| {name} | {xs[len(xs) // 2]:.2f} | {xs[0]:.2f} | {xs[-1]:.2f} |")
             lines.append("")
     lines += ["![fan-out](fanout.png)", "", "## Reading the numbers", "",
-              f"- icetide routes every event by its `event_type` field to one of {r['tables']} tables, creating "
-              "them in the first batch, with schema evolution on (each record's shape fingerprinted; JSON "
-              "inference only for shapes a table is not known to fit), the offset ledger per table and a "
-              "per-batch log row. The first batch takes the usual two passes (route and cache, infer, create, "
-              "write); later batches are written in one pass (`stream.one_pass_write`): one Spark job reads, "
-              "routes, fingerprints, parses and writes every table, and the tables are committed 4 at a time "
-              "(`stream.table_write_parallelism`). "
-              "Both systems run with icetide's session settings, including its local file system "
-              "(no forked `chmod`, no `.crc` files).",
-              "- Vanilla writes everything to one table with a fixed schema and no dead-letter handling.",
-              "- Data files per batch: the events span 4 days and every table is partitioned by day. `vanilla` "
-              "(Iceberg's default hash distribution, a shuffle by day) writes 4, `vanilla-tuned` (no shuffle, "
-              "fan-out writers, icetide's table properties) 16, icetide 80: each of the 4 Kafka partitions holds "
-              "5 of the 20 tables.",
-              "- Target from the issue: fan-out ≥ 0.9× the vanilla single-table sink.",
-              "- Where the time goes, what changed, what would close the gap: [analysis.md](analysis.md).", ""]
+              "- `vanilla`: `readStream.format(\"kafka\")` → `from_json` → `writeStream.format(\"iceberg\")` into one "
+              "table with Iceberg's defaults (hash distribution: a shuffle by day per batch). `vanilla-tuned`: the "
+              "same with icetide's table properties (no shuffle, fan-out writers). `vanilla-by-route`: "
+              "vanilla-tuned partitioned by the routing field too, so it writes as many files per batch as the "
+              "fan-out: the fair baseline for it. No system but icetide checks records, keeps dead letters, tags "
+              "commits for exactly-once or fences a second writer.",
+              f"- `icetide`: one table (`target.table`, `target.schema`, schema evolution on). `icetide-fanout`: "
+              f"every event routed by its `event_type` field to one of {r['tables']} tables, created on first "
+              "sight. Both write a batch whose tables exist and whose record shapes are known in one pass "
+              "(`stream.one_pass_write`); the single table's first batch too (the table is made from "
+              "`target.schema` first).",
+              "- Where the time goes, what changed, what would close the gaps: [analysis.md](analysis.md).", ""]
     path.write_text("\n".join(lines))
 
 
@@ -224,8 +273,9 @@ def plot(r: dict[str, Any], path: Path) -> None:
 
     regimes = list(dict.fromkeys(x["regime"] for x in r["results"]))
     systems = list(dict.fromkeys(x["system"] for x in r["results"]))
-    fig, axes = plt.subplots(1, len(regimes), figsize=(6 * len(regimes), 4), squeeze=False)
-    colors = {"vanilla": "#999", "vanilla-tuned": "#bbb", "icetide-fanout": "#1f77b4"}
+    fig, axes = plt.subplots(1, len(regimes), figsize=(7 * len(regimes), 4.2), squeeze=False)
+    colors = {"vanilla": "#999", "vanilla-tuned": "#bbb", "vanilla-by-route": "#ddd", "icetide": "#2ca02c",
+              "icetide-fanout": "#1f77b4"}
     for ax, regime in zip(axes[0], regimes, strict=True):
         by = {x["system"]: x for x in r["results"] if x["regime"] == regime}
         xs = range(len(systems))
@@ -233,14 +283,14 @@ def plot(r: dict[str, Any], path: Path) -> None:
                color=[colors.get(s, "#1f77b4") for s in systems])
         ax.bar([i + 0.2 for i in xs], [by[s].get("steady_events_per_s") or 0 for s in systems], 0.4,
                label="steady (after batch 1)", color=[colors.get(s, "#1f77b4") for s in systems], hatch="//")
-        ax.set_xticks(list(xs), systems)
+        ax.set_xticks(list(xs), systems, fontsize=7)
         ax.set_ylabel("events / s (higher is better)")
         ax.set_title(f"{regime}: trigger {by[systems[-1]]['trigger']}")
         top = max(max(x["events_per_s"], x.get("steady_events_per_s") or 0) for x in by.values())
         ax.set_ylim(0, top * 1.25)  # room for the legend above the bars
         ax.legend(fontsize=8, loc="upper right", ncol=2)
     m = r["machine"]
-    fig.suptitle(f"{r['events']:,} events → 1 table (vanilla) or {r['tables']} tables (icetide); "
+    fig.suptitle(f"{r['events']:,} events → 1 table, or {r['tables']} tables (icetide-fanout); "
                  f"{m['cores']} cores, Spark {m['spark']} local")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

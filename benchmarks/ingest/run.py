@@ -30,8 +30,18 @@ from typing import Any
 
 import yaml
 
-from benchmarks.common import batch_window, jvm_cpu_seconds, steady_rate, stop_when_idle
+from benchmarks.common import (
+    batch_seconds,
+    batch_window,
+    broker,
+    first_batch_seconds,
+    jvm_cpu_seconds,
+    steady_batch_seconds,
+    steady_rate,
+    stop_when_idle,
+)
 from icetide import paths
+from icetide.demo.events import create_topic, produce, sample_values
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -56,8 +66,17 @@ def config(bootstrap: str, topic: str, table: str, work: Path, trigger: str = TR
         "target": {"table": table, "schema": SCHEMA, "partition_by": ["days(event_time)"]},
         "dead_letter": {"table": f"{table}_dlq"},
         "stream": {"trigger_interval": trigger, "checkpoint_location": str(work / "ckpt" / table)},
-        "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "6g"}},
+        "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "6g", **_profiled(table)}},
     }
+
+
+def _profiled(table: str) -> dict[str, str]:
+    """``$ICETIDE_BENCH_JFR=<folder>``: each system's driver JVM records a JFR CPU profile there."""
+    folder = os.environ.get("ICETIDE_BENCH_JFR")
+    if not folder:
+        return {}
+    jfr = Path(folder) / f"{table.split('.')[-1]}.jfr"
+    return {"spark.driver.extraJavaOptions": f"-XX:StartFlightRecording=filename={jfr},settings=profile"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -88,6 +107,7 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
         if ready_file:
             threading.Timer(8.0, ready_file.touch).start()
         runner.run(duration=1800, until_idle=True)
+        runner.close()  # the batch log's kept rows: after the measured window
         query = runner.query
     else:
         ns = cfg.target.table.split(".")[0]
@@ -96,9 +116,13 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
         if system == "vanilla-tuned":
             props = " TBLPROPERTIES (" + ", ".join(
                 f"'{k}'='{v}'" for k, v in cfg.target.table_properties().items()) + ")"
+        if system == "vanilla-by-route":  # the fan-out's fair baseline: one table, a partition per route
+            props = " TBLPROPERTIES (" + ", ".join(
+                f"'{k}'='{v}'" for k, v in cfg.target.table_properties().items()) + ")"
+        parts = "event_type, days(event_time)" if system == "vanilla-by-route" else "days(event_time)"
         spark.sql(f"CREATE TABLE {table} ({SCHEMA}, _kafka_topic STRING, _kafka_partition INT, "
                   f"_kafka_offset BIGINT, _kafka_timestamp TIMESTAMP, _kafka_key STRING) USING iceberg "
-                  f"PARTITIONED BY (days(event_time)){props}")
+                  f"PARTITIONED BY ({parts}){props}")
         kafka = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", cfg.source.bootstrap_servers)
                  .option("subscribe", ",".join(cfg.source.topics or [])).option("startingOffsets", "earliest")
                  .option("maxOffsetsPerTrigger", str(MAX_OFFSETS)).load())
@@ -134,6 +158,8 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
                              "WHERE outcome = 'ok' AND files_in > 0").first()[0]
     spark.stop()
     return {"system": system, "rows": count, "expected": expected, "processed": processed,
+            "first_batch_s": first_batch_seconds(query), "steady_batch_s": steady_batch_seconds(query),
+            "batch_s": batch_seconds(query),
             "batches": n_batches, "seconds": round(t1 - t0, 3),
             "events_per_s": round(processed / (t1 - t0), 1), "steady_events_per_s": steady,
             "jvm_cpu_s_per_m_events": round(cpu / processed * 1e6, 1), "trigger": cfg.stream.trigger_interval,
@@ -215,42 +241,36 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=10_000)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {list(SYSTEMS)}")
+    ap.add_argument("--bootstrap", help="Use this running Kafka broker instead of starting one")
     args = ap.parse_args()
-
-    from icetide.demo.events import create_topic, produce, sample_values
-    from icetide.services.kafka import LocalKafka
 
     work = paths.home() / "bench" / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)
-    broker = LocalKafka(port=39192)
-    broker.reset()
-    broker.start()
-    try:
-        topic = "bench.backlog"
-        create_topic(broker.bootstrap, topic, 4)
+    with broker(39192, args.bootstrap) as bootstrap:
+        topic = f"bench.backlog.{work.name}"
+        create_topic(bootstrap, topic, 4)
         t = time.monotonic()
-        produced = produce(broker.bootstrap, topic, sample_values(args.events, pad=150), partitions=4)
+        produced = produce(bootstrap, topic, sample_values(args.events, pad=150), partitions=4)
         size = len(next(v for v, _ in sample_values(1, pad=150)) or b"")
         print(f"produced {produced.good} events of ~{size} B in {time.monotonic() - t:.0f}s", flush=True)
-        throughput = [run_worker(s, config(broker.bootstrap, topic, f"bench.tp_{s.replace('-', '_')}", work,
+        throughput = [run_worker(s, config(bootstrap, topic, f"bench.tp_{s.replace('-', '_')}", work,
                                            maintained=s == "icetide-maintained"), work, produced.good)
-                      for s in SYSTEMS]
+                      for s in args.systems.split(",")]
         freshness = []
         # freshness is the commit time of the file a row was appended in: rewrites move rows out of
         # those files, so the maintained system is measured for throughput only
-        for i, s in enumerate(x for x in SYSTEMS if x != "icetide-maintained"):
-            ftopic = f"bench.fresh_{i}"
-            create_topic(broker.bootstrap, ftopic, 4)
+        for i, s in enumerate(x for x in args.systems.split(",") if x != "icetide-maintained"):
+            ftopic = f"bench.fresh_{i}.{work.name}"
+            create_topic(bootstrap, ftopic, 4)
             sent: list[int] = []
 
             def steady(t: str = ftopic, out: list[int] = sent) -> None:
-                out.append(produce_at_rate(broker.bootstrap, t, args.rate, args.seconds, 0))
+                out.append(produce_at_rate(bootstrap, t, args.rate, args.seconds, 0))
 
             freshness.append(run_worker(
-                s, config(broker.bootstrap, ftopic, f"bench.fr_{s.replace('-', '_')}", work), work, 0, steady))
+                s, config(bootstrap, ftopic, f"bench.fr_{s.replace('-', '_')}", work), work, 0, steady))
             freshness[-1]["produced"] = sent[0]
-    finally:
-        broker.reset()
     report = {"machine": machine(), "events": produced.good, "event_bytes": size, "rate": args.rate,
               "rate_seconds": args.seconds, "throughput": throughput, "freshness": freshness}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -269,13 +289,14 @@ def write_markdown(r: dict[str, Any], path: Path) -> None:
         f"({m['spark_master']}), Iceberg {m['iceberg']}, Kafka {m['kafka_broker']} (local KRaft broker).",
         f"Trigger {m['trigger']}, maxOffsetsPerTrigger {m['max_offsets_per_trigger']}, one 4-partition topic.", "",
         f"## Throughput: draining a backlog of {r['events']:,} JSON events of ~{r['event_bytes']} B", "",
-        "| system | events/s | ratio vs vanilla | ratio vs vanilla-tuned | batches | data files | "
-        "maintenance rewrites | rows ok |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| system | events/s | ratio vs vanilla | ratio vs vanilla-tuned | first batch s | JVM CPU s per 1M events "
+        "| batches | data files | maintenance rewrites | rows ok |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for s, x in tp.items():
         lines.append(f"| {s} | {x['events_per_s']:,.0f} | {x['events_per_s'] / tp['vanilla']['events_per_s']:.2f}× | "
-                     f"{x['events_per_s'] / tp['vanilla-tuned']['events_per_s']:.2f}× | {x['batches']} | "
+                     f"{x['events_per_s'] / tp['vanilla-tuned']['events_per_s']:.2f}× | "
+                     f"{x.get('first_batch_s', '–')} | {x.get('jvm_cpu_s_per_m_events', '–')} | {x['batches']} | "
                      f"{x['data_files']} | {x.get('maintenance_rewrites', 0)} | {x['rows'] == x['expected']} |")
     lines += ["", f"## Freshness: events produced at a steady rate for {r['rate_seconds']:.0f} s while running", "",
               f"Requested {r['rate']:,} events/s; the rate reached (one Python producer, measured) is shown per run.",

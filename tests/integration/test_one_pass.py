@@ -1,6 +1,7 @@
-"""Steady fan-out batches are written in one pass over the batch; anything the pass cannot settle (a
-new shape, bad records, a new table, a bad routing value) still lands exactly once through the usual
-path, and the files of a table the pass aborted are gone. Real Kafka, Spark and Iceberg."""
+"""Steady batches, routed or into one table, are written in one pass over the batch; anything the
+pass cannot settle (a shape the schema does not fit, bad records, a new table, a bad routing value)
+still lands exactly once through the usual path, and the files of a table the pass aborted are gone.
+Real Kafka, Spark and Iceberg."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import os
 from collections import Counter
 from typing import Any
 
+import yaml
+
 from icetide.app.runner import Runner
 from icetide.config import load_config
 from icetide.demo.events import create_topic
 from tests.fixtures.records import Background, dumps, send, wait_until
-from tests.fixtures.stack import counts, routed_config, unique
+from tests.fixtures.stack import counts, pipeline_dict, routed_config, unique
 
 
 def test_steady_batches_take_one_pass_and_the_rest_still_lands(kafka, spark, lake, tmp_path,
@@ -107,3 +110,69 @@ def test_steady_batches_take_one_pass_and_the_rest_still_lands(kafka, spark, lak
     referenced = {r[0].removeprefix("file:") for r in spark.sql(
         f"SELECT file_path FROM icetide.{ns}.orders.all_data_files").collect()}
     assert on_disk and on_disk == referenced, on_disk ^ referenced
+
+
+def test_one_table_takes_one_pass_from_its_first_batch(kafka, spark, lake, tmp_path,
+                                                       caplog) -> None:  # type: ignore[no-untyped-def]
+    """A single-table pipeline with ``target.schema``: its first batch creates the table and writes
+    it in one pass; a new shape that fits the schema is settled from the pass's kept values; a new
+    field, a type mismatch and malformed JSON still evolve the table or become dead letters, once."""
+    ns = unique("opt")
+    topic = f"opt-{ns[4:]}"
+    table = f"{ns}.events"
+    create_topic(kafka.bootstrap, topic, 2)
+    raw = pipeline_dict(kafka, lake, tmp_path, topic, table)
+    raw["target"]["schema"] = "id STRING, event_time TIMESTAMP, user_id BIGINT, event_type STRING"
+    raw["stream"]["batch_log_table"] = f"{ns}.batches"
+    path = tmp_path / f"{ns}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    caplog.set_level(logging.INFO, logger="icetide")
+    ids: list[str] = []
+    seq = iter(range(10**9))
+
+    def record(**fields: Any) -> bytes:
+        i = f"e{next(seq)}"
+        ids.append(i)
+        return dumps({"id": i, "event_time": "2026-11-26T10:00:00Z", "user_id": 7, "event_type": "view", **fields})
+
+    def events() -> list[dict[str, Any]]:
+        return [e for e in (json.loads(r.getMessage()) for r in caplog.records if r.name == "icetide.ingest.sink"
+                            and r.getMessage().startswith('{"event": "batch"')) if e["records"]]
+
+    def landed(dead: int) -> bool:
+        return sum(e["records"] for e in events()) == len(ids) + dead and \
+            spark.sql(f"SELECT count(*) FROM icetide.{table}").first()[0] == len(ids)
+
+    runner = Runner(load_config(path), spark=spark)
+    with Background(runner):
+        send(kafka.bootstrap, topic, [record() for _ in range(300)], 2)
+        wait_until(lambda: spark.catalog.tableExists(f"icetide.{table}") and landed(0), 240, "the first rows")
+        first = events()
+        assert first[0]["created"] == [table], first[0]
+        for e in first:  # the table made from target.schema, then the batch written in one pass
+            assert "one_pass_job" in e["timings"] and "admit" not in e["timings"], e["timings"]
+        mark = len(events())
+        # null where a string was: a new shape, and one the schema fits (no inference over the batch)
+        send(kafka.bootstrap, topic, [record(event_type=None) for _ in range(100)], 2)
+        wait_until(lambda: landed(0), 240, "rows of a new shape that fits")
+        fitting = events()[mark:]
+        assert all("one_pass_job" in e["timings"] and "admit" not in e["timings"] for e in fitting), fitting
+        assert any(table in e["inferred"] for e in fitting), fitting
+        mark = len(events())
+        mixed = ([record(meta={"source": "app"}) for _ in range(100)]  # a new field: evolution
+                 + [dumps({"id": "bad", "event_time": "2026-11-26T10:00:00Z", "user_id": "seven"})
+                    for _ in range(30)]  # type mismatch
+                 + [b'{"id": "bad", "user_id": ' for _ in range(20)])  # malformed JSON
+        send(kafka.bootstrap, topic, mixed, 2)
+        wait_until(lambda: landed(50), 240, "the new field's rows and 50 dead letters")
+        later = events()[mark:]
+
+    assert runner.restarts == 0
+    assert any("admit" in e["timings"] and e["evolved"].get(table) for e in later), later
+    got = [r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()]
+    assert len(got) == len(set(got)) and set(got) == set(ids), "lost or duplicated rows"
+    assert spark.sql(f"SELECT count(*) FROM icetide.{table} WHERE meta.source = 'app'").first()[0] == 100
+    assert spark.sql(f"SELECT count(*) FROM icetide.{table} WHERE event_type IS NULL").first()[0] == 100
+    classes = {r[0]: r[1] for r in spark.sql(
+        f"SELECT error_class, count(*) FROM icetide.{table}_dlq GROUP BY 1").collect()}
+    assert classes == {"type_mismatch": 30, "malformed_json": 20}, classes

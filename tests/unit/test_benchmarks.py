@@ -68,7 +68,7 @@ def test_avro_benchmark_encodes_the_wire_format_and_reports_ratios() -> None:
 
     machine = {"cpu": "x", "cores": 2, "memory_gib": 23, "os": "linux", "spark": "4.1.1", "spark_master": "local[2]",
                "iceberg": "1.11.0"}
-    md = markdown({"machine": machine, "events": 10, "event_bytes": {"json": 300, "avro": 200},
+    md = markdown({"machine": machine, "date": "2026-11-28", "events": 10, "event_bytes": {"json": 300, "avro": 200},
                    "results": [res("icetide JSON", 100.0), res("icetide Avro", 150.0),
                                res("vanilla from_avro", 300.0)]})
     assert "| icetide JSON | 100 | 1.50× |" in md and "| vanilla from_avro | 300 | 0.50× |" in md

@@ -21,7 +21,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from icetide.config.base import STREAMING_TABLE_DEFAULTS
+from icetide.config.base import STREAMING_TABLE_DEFAULTS, interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.lake.tables import ensure_table
 
@@ -133,9 +133,13 @@ class BatchLog:
         self.cfg = cfg
         self.run_id = run_id
         self._ready = False
+        self._every = interval_seconds(cfg.stream.batch_log_interval)
+        self._pending: list[tuple[Any, ...]] = []
+        self._flushed_at = time.monotonic()
 
     def append(self, r: BatchResult) -> None:
-        """Keep the batch's figures in ``stream.batch_log_table`` (never fails the stream)."""
+        """Keep the batch's figures for ``stream.batch_log_table``: appended with the other batches'
+        at most every ``stream.batch_log_interval``, and by :meth:`flush` (never fails the stream)."""
         table = self.cfg.stream.batch_log_table
         if not table:
             return
@@ -150,6 +154,17 @@ class BatchLog:
         if not rows and gaps:  # a batch whose whole range Kafka had deleted still leaves its record
             rows.append((self.cfg.name, self.run_id, r.batch, None, 0, 0, [], False, "{}", r.seconds, now, gaps))
         if not rows:
+            return
+        self._pending.extend(rows)
+        if time.monotonic() - self._flushed_at >= self._every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Append the rows kept so far (when the run stops, and from :meth:`append`)."""
+        table = self.cfg.stream.batch_log_table
+        rows, self._pending = self._pending, []
+        self._flushed_at = time.monotonic()
+        if not table or not rows:
             return
         try:
             if not self._ready:  # one catalog lookup per run, not per batch

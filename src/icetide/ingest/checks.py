@@ -2,8 +2,9 @@
 
 A record nested a few hundred levels deep, or with a hundred thousand fields, can exhaust a JVM
 stack or blow up schema inference long before any per-field rule sees it. icetide's JVM UDF
-``io.icetide.spark.JsonCheck`` reads each value once with a streaming parser (no recursion) and
-flags, as dead letters that never reach inference, routing or a table:
+``io.icetide.spark.JsonScan`` reads each value once with a streaming parser (no recursion), takes
+its shape (:mod:`icetide.ingest.shapes`) in the same pass, and flags, as dead letters that never
+reach inference, routing or a table:
 
 - ``too_deep``: objects/arrays nested more than ``source.max_depth`` levels;
 - ``too_wide``: more than ``source.max_fields`` field names in the record (all depths);
@@ -32,29 +33,33 @@ from icetide.config.source import KafkaSource
 from icetide.spark.session import has_class
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
-JVM_CLASS = "io.icetide.spark.JsonCheck"
+JVM_CLASS = "io.icetide.spark.JsonScan"
+#: The column holding each JSON record's scan: ``struct<check string, shape bigint>``.
+SCAN = "_icetide_scan"
 #: Top-level field names starting with these (any case) are icetide's: a record never sets them.
 RESERVED_PREFIXES = ("_kafka_", "_icetide_", "_cdc_")
 #: Per Spark application and limits: the JVM UDF, or None when icetide's classes are not loaded.
 _UDFS: dict[tuple[str, int, int], Any] = {}
 
 
-def verdict(spark: SparkSession, value: Column, source: KafkaSource) -> Column | None:
-    """``"<class>\t<message>"`` for ``value`` (binary), null when the record passes; None when
-    icetide's JVM classes are not loaded (then only the parse's own checks apply). Split it with
-    :func:`error_class` and :func:`error_message` after storing it in a column (one call a record)."""
-    key = (spark.sparkContext.applicationId, source.max_depth, source.max_fields)
+def scan(spark: SparkSession, value: Column, max_depth: int, max_fields: int) -> Column | None:
+    """``struct<check, shape>`` of ``value`` (binary), read once by the JVM's ``JsonScan``: ``check``
+    is ``"<class>\t<message>"`` for a record that must never be parsed, null when it passes; ``shape``
+    its fingerprint (see :mod:`icetide.ingest.shapes`). None when icetide's JVM classes are not
+    loaded (then only the parse's own checks apply, and every batch is inferred). Store it in a
+    column (:data:`SCAN`) before reading its fields: one call a record."""
+    key = (spark.sparkContext.applicationId, max_depth, max_fields)
     if key not in _UDFS:
         jvm: Any = spark._jvm
         if has_class(spark, JVM_CLASS):
             prefixes = spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(RESERVED_PREFIXES))  # type: ignore[union-attr]
             for i, prefix in enumerate(RESERVED_PREFIXES):
                 prefixes[i] = prefix
-            _UDFS[key] = jvm.io.icetide.spark.JsonCheck.udf(source.max_depth, source.max_fields, prefixes)
+            _UDFS[key] = jvm.io.icetide.spark.JsonScan.udf(max_depth, max_fields, prefixes)
         else:
             _UDFS[key] = None
             log.warning("icetide's JVM classes are not loaded (run `icetide setup`): records are not checked "
@@ -66,6 +71,14 @@ def verdict(spark: SparkSession, value: Column, source: KafkaSource) -> Column |
     from pyspark.sql.classic.column import _to_seq
 
     return ClassicColumn(udf.apply(_to_seq(spark.sparkContext, [value._jc])))  # type: ignore[attr-defined]
+
+
+def with_scan(spark: SparkSession, rows: DataFrame, source: KafkaSource, which: Column | None = None) -> DataFrame:
+    """``rows`` with :data:`SCAN` (only where ``which`` holds, when given); unchanged without the JVM classes."""
+    col = scan(spark, F.col("value"), source.max_depth, source.max_fields)
+    if col is None:
+        return rows
+    return rows.withColumn(SCAN, col if which is None else F.when(which, col))
 
 
 def error_class(v: Column) -> Column:

@@ -1,8 +1,9 @@
 """Schema evolution, metadata-only: add fields, widen types, relax required — never narrow or drop.
 
-Per micro-batch, one JVM JSON-inference pass finds the schema of the records routed to every table
-at once: each record is wrapped as ``{"<nonce><table>": <record>}`` (the nonce is random per batch,
-so a payload cannot steer another table's inference). The inferred schema is compared with the
+Per micro-batch, one JVM JSON-inference pass (:mod:`icetide.ingest.inference`) finds the schema
+of the records routed to every table at once: each record is wrapped as
+``{"<nonce><table>": <record>}`` (the nonce is random per batch, so a payload cannot steer another
+table's inference). The inferred schema is compared with the
 table's:
 
 - a field the table lacks (top-level or nested in a struct or a list of structs) becomes a new
@@ -22,10 +23,8 @@ Iceberg's ``UpdateSchema`` API, never SQL text.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -104,34 +103,6 @@ class Evolution:
 
 
 # -- inference --------------------------------------------------------------------------------
-def infer(spark: SparkSession, rows: DataFrame, table_col: str, tables: list[str],
-          texts: dict[str, Column] | None = None) -> dict[str, StructType]:
-    """The JSON schema of the records routed to each of ``tables``, in one pass.
-
-    ``texts``: per table, the JSON to infer from when it is not the record value (CDC rows).
-    """
-    if not tables:
-        return {}
-    nonce = f"icetide{uuid.uuid4().hex}:"
-    raw = F.col("value").cast("string")
-    for table, expr in (texts or {}).items():
-        raw = F.when(F.col(table_col) == F.lit(table), expr).otherwise(raw)
-    text = F.trim(raw)
-    wrapped = (rows.where(F.col(table_col).isin(tables) & text.startswith("{") & text.endswith("}"))
-               .select(F.concat(F.lit('{"' + nonce), F.col(table_col), F.lit('":'), text, F.lit("}"))))
-    jvm = spark._jvm
-    assert jvm is not None
-    strings = getattr(wrapped._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
-    jschema = (spark._jsparkSession.read().option("mode", "DROPMALFORMED").option("inferTimestamp", "true")
-               .option("dropFieldIfAllNull", "true").json(strings).schema())
-    root = StructType.fromJson(json.loads(jschema.json()))
-    out: dict[str, StructType] = {}
-    for f in root.fields:
-        if f.name.startswith(nonce) and isinstance(f.dataType, StructType):
-            out[f.name[len(nonce):]] = f.dataType
-    return out
-
-
 # -- diff ---------------------------------------------------------------------------------------
 def _count_fields(t: DataType) -> int:
     if isinstance(t, StructType):

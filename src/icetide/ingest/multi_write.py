@@ -84,15 +84,25 @@ class MultiTableWrite:
     def _struct(self, schema: StructType) -> Any:
         return self._jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json())
 
-    def run_routed(self, frame: DataFrame, order: list[str], struct_of: list[int], max_shapes: int) -> None:
+    def run_routed(self, frame: DataFrame, order: list[str], struct_of: list[int], max_shapes: int,
+                   sample_column: int = -1) -> None:
         """Write the tables of ``order`` from one frame (idx, good, ts, shape, row structs) in one job;
-        table ``order[i]``'s rows are in row struct ``struct_of[i]``. Nothing is committed."""
+        table ``order[i]``'s rows are in row struct ``struct_of[i]``. Nothing is committed.
+        ``sample_column``: the frame's column of record values to keep one of per shape (:meth:`samples`)."""
         names = self._gateway.new_array(self._jvm.java.lang.String, len(order))
         columns = self._gateway.new_array(self._jvm.int, len(order))
         for i, (t, c) in enumerate(zip(order, struct_of, strict=True)):
             names[i] = t
             columns[i] = c
-        self._j.runRouted(frame._jdf, names, columns, max_shapes)
+        self._j.runRouted(frame._jdf, names, columns, max_shapes, sample_column)
+
+    def samples(self, table: str, shapes: list[int]) -> list[str] | None:
+        """A record value (text) of each of ``shapes`` of ``table`` in the routed job; None if one has none."""
+        wanted = self._gateway.new_array(self._jvm.long, len(shapes))
+        for i, x in enumerate(shapes):
+            wanted[i] = x
+        got = self._j.samples(table, wanted)
+        return None if got is None else [str(v) for v in got]
 
     def unrouted(self) -> int:
         """Rows of the routed job that named none of its tables."""

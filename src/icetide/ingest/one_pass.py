@@ -1,40 +1,54 @@
-"""Steady fan-out batches in one pass over the batch.
+"""Batches whose tables exist, written in one pass over the batch (routed, or into the one table).
 
-A routed batch normally takes two passes: the batch is routed, fingerprinted and cached, its
-tables are counted, created and evolved; then every table's rows are parsed from the cache and
-written. Most batches of a running stream need none of the first pass: their tables exist, and
-their records come in shapes each table is known to fit (:mod:`icetide.ingest.shapes`).
+The usual path takes two passes: the batch is routed, fingerprinted and cached, its tables are
+counted, created and evolved; then every table's rows are parsed from the cache and written. Most
+batches of a running stream need none of the first pass: their tables exist, and their records come
+in shapes each table is known to fit (:mod:`icetide.ingest.shapes`).
 
 So such a batch is written first in one pass, with no cache: one Spark job reads the batch from
-Kafka, routes, fingerprints and parses each record against its table's schema, and hands each row
-to its table's Iceberg writer (``MultiTableWrite.runRouted``). Each task reports the shapes it saw
-per table. A table whose rows all have known shapes is committed (tagged as any commit); a table
-that showed a new shape is aborted, its files unreferenced. Everything the pass did not settle
-(records for new tables, a new shape, records that failed routing or parsing, tables left out
+Kafka, checks, routes, fingerprints and parses each record against its table's schema, and hands
+each row to its table's Iceberg writer (``MultiTableWrite.runRouted``). Each task reports the shapes
+it saw per table and, while shapes are new, keeps one record value per shape. A table whose rows all
+have known shapes is committed (tagged as any commit); one that met new shapes is committed when
+inference over the kept values (on the driver: no second read) finds its schema fits them unchanged,
+and aborted otherwise, its files unreferenced. Everything the pass did not settle (records for new
+tables, a shape that needs a schema change, records that failed routing or parsing, tables left out
 because a replay or a policy needs the usual path) goes through the usual two passes, reading only
-what is left.
+what is left. A single-table pipeline with ``target.schema`` creates its table from it first, so even
+its first batch takes one pass.
+
+Invariant: a table is committed by exactly one of the two passes in a batch, with the same tags.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from icetide.ingest import decode, routing, shapes
+from icetide.ingest import decode, evolution, inference, multi_write, names, routing, shapes
+from icetide.ingest.ledger import Pending
+from icetide.ingest.strategies import BatchContext, Strategy
+from icetide.lake.tables import ensure_namespace
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
 
 IDX = "_icetide_idx"
 #: A table must have been written within this many batches to be a target of the one pass: a
 #: target costs a table load and a write builder per batch even when no record goes to it.
 RECENT_BATCHES = 20
+#: After a batch that met new shapes, this many batches keep a record value per shape (see OnePass).
+SAMPLE_BATCHES = 5
 #: At most this many targets (the most recently written): each task keeps a writer open per table
 #: it meets, so a wider fan-out leaves its least recent tables to the usual path.
 MAX_TARGETS = 64
@@ -48,6 +62,8 @@ class Result:
     with_bad: list[str] = field(default_factory=list)  # committed tables some of whose records failed
     ts_max: list[int] = field(default_factory=list)
     rest: bool = False  # records the one pass did not settle: the usual path runs on them
+    created: list[str] = field(default_factory=list)  # the target table, made from target.schema first
+    inferred: list[str] = field(default_factory=list)  # tables whose new shapes were inferred from kept values
 
 
 @dataclass(frozen=True)
@@ -57,12 +73,13 @@ class Target:
     full_schema: StructType  # every column of the table, in order
 
 
-def frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, max_value_bytes: int
-          ) -> tuple[DataFrame, list[int]]:
+def frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, max_value_bytes: int, sample: bool = False
+          ) -> tuple[DataFrame, list[int], int]:
     """``rows`` (routed, with ``_kafka_*`` and ``value``) as the frame ``runRouted`` takes:
-    (idx, good, ts, shape, row structs), and which row struct holds each target's rows. Targets
-    with the same columns share a parse and a row struct (a fan-out by tenant or topic often
-    writes many tables of one schema)."""
+    (idx, good, ts, shape, row structs), which row struct holds each target's rows, and (``sample``)
+    the column of the record values the job keeps one of per shape (else -1). Targets with the same
+    columns share a parse and a row struct (a fan-out by tenant or topic often writes many tables
+    of one schema)."""
     app = rows.sparkSession.sparkContext.applicationId
     key = tuple((t.table, t.schema.json(), t.full_schema.json()) for t in targets)
     idx, parses, out, struct_of = _columns(app, key, kafka_columns, max_value_bytes)
@@ -70,9 +87,10 @@ def frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, max_value
     base = [F.col(c) for c in decode.KAFKA_COLUMNS] + [F.col("value"), F.col(shapes.SHAPE)]
     # Projections in steps: each record's parse (only its own table's) is computed once, then read
     # by its error checks and its row struct (Spark does not merge projections that would repeat it).
+    values = [F.col("value")] if sample else []
     framed = (rows.select(*base[:-1], shape.alias(shapes.SHAPE), idx)
-              .select(*base, F.col(IDX), *parses).select(*out))
-    return framed, struct_of
+              .select(*base, F.col(IDX), *parses).select(*out, *values))
+    return framed, struct_of, len(out) if sample else -1
 
 
 @functools.lru_cache(maxsize=64)
@@ -114,3 +132,146 @@ def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: boo
     out = [idx, good.alias("good"), F.unix_millis("_kafka_timestamp").alias("ts"),
            F.col(shapes.SHAPE).cast("long").alias("shape"), *structs]
     return idx_expr.cast("int").alias(IDX), parses, out, struct_of
+
+
+class OnePass(Strategy):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        #: table → the schema (JSON) whose new shapes the one pass could not settle: left to the
+        #: usual path until the schema changes (a table with refused fields would waste a pass a batch)
+        self._unsettled: dict[str, str] = {}
+        self._batch = -1
+        self._inferred: list[str] = []  # this batch's tables settled by _fits
+        self._drifted = -SAMPLE_BATCHES - 1  # the last batch in which a table met shapes it was not known to fit
+
+    def write(self, rows: DataFrame, ctx: BatchContext) -> Result | None:
+        """Write the records of recently written tables in one pass; None when no table qualifies."""
+        cfg, t, pre = self.cfg, self.cfg.target, self.preparer
+        if (t.evolve_schema and shapes.SHAPE not in rows.columns) or pre.formats.avro is not None:
+            return None  # the one pass parses JSON only
+        created = self._create_configured()
+        never = ctx.batch_id - RECENT_BATCHES - 1
+
+        def last(table: str) -> int:
+            r = self.ledger.recent(self.q(table))
+            return never if r is None else r
+
+        candidates = [x for x in sorted(pre.known_tables())
+                      if (t.route is None or ctx.batch_id - last(x) <= RECENT_BATCHES)
+                      and t.policy_for(x).cdc is None
+                      and (not t.evolve_schema or pre.shapes.knows(x, pre.schema(x))
+                           or (shapes.settles(pre.schema(x)) and self._unsettled.get(x) != pre.schema(x).json()))]
+        if not candidates:
+            return None
+        if len(candidates) > MAX_TARGETS:
+            candidates = sorted(sorted(candidates, key=lambda x: -last(x))[:MAX_TARGETS])
+        job = multi_write.MultiTableWrite(self.spark)
+
+        def add(table: str) -> Pending | None:
+            pending = self.ledger.begin(self.q(table), ctx.batch_id, ctx.ranges)
+            if pending is None or pending.keep is not None:  # a replay: the usual path sorts it out
+                return None
+            reason = job.add_target(pre.catalog, table, pre.full_schema(table), pending.tags)
+            if reason is not None:
+                self._refused(table, reason)
+                return None
+            return pending
+
+        staged = {x: p for x, p in zip(candidates, self.parallel(add, candidates), strict=True) if p is not None}
+        if not staged:
+            return None
+        order = sorted(staged)
+        targets = [Target(x, pre.schema(x), pre.full_schema(x)) for x in order]
+        # With evolution, while shapes are new (a table's first batches, drift in the last few batches)
+        # record values ride along, one kept per shape: a shape a table is not known to fit is settled
+        # from them, with no second read of the batch. A stream whose shapes have settled does not pay
+        # for the copy; a new shape then takes the usual path once, and the next batches sample again.
+        sample = t.evolve_schema and (ctx.batch_id <= self._drifted + SAMPLE_BATCHES
+                                      or any(not pre.shapes.knows(x, pre.schema(x)) for x in order))
+        framed, struct_of, sample_column = frame(rows, targets, t.kafka_metadata_columns,
+                                                 cfg.source.max_value_bytes, sample)
+        ctx.lap("one_pass_plan")
+        qualified = [self.q(x) for x in order]
+        self.ledger.mark(qualified, ctx.since_ms or int(time.time() * 1000))
+        try:
+            log.info("writing batch %s to %d tables in one pass", ctx.batch_id, len(order))
+            job.run_routed(framed, order, struct_of, shapes.MAX_SHAPES, sample_column)
+        except BaseException:
+            self.ledger.clear(qualified)
+            raise
+        ctx.lap("one_pass_job")
+        self._batch = ctx.batch_id
+        result = Result(rest=job.unrouted() > 0, created=created)
+        self._inferred = result.inferred
+        ready: list[str] = []
+        for x in order:
+            w = job.written(x)
+            fits = not t.evolve_schema or pre.shapes.covers(x, pre.schema(x), job.shapes(x)) or \
+                (sample_column >= 0 and w.good + w.bad > 0 and self._fits(x, job))
+            if w.good + w.bad > 0 and fits:
+                ready.append(x)
+                continue
+            if w.good + w.bad > 0:
+                self._drifted = ctx.batch_id  # new shapes: keep values for the next batches' too
+            job.abort(x)  # no record, or a shape the table may not fit: the usual path infers it
+            self.ledger.clear([self.q(x)])
+            result.rest = result.rest or w.good + w.bad > 0
+        if sample_column >= 0:
+            ctx.lap("one_pass_shapes")
+
+        def commit(table: str) -> multi_write.Written:
+            log.info("committing batch %s to %s", ctx.batch_id, self.q(table))
+            try:
+                self.ledger.commit_written(staged[table], job, table)
+            finally:
+                self.ledger.clear([self.q(table)])
+            w = job.written(table)
+            self.ledger.finish(staged[table], w.ts_max)
+            return w
+
+        for x, w in zip(ready, self.parallel(commit, ready), strict=True):
+            result.committed[x] = w.good
+            if w.ts_max is not None:
+                result.ts_max.append(w.ts_max)
+            if w.bad:
+                result.with_bad.append(x)
+                result.rest = True
+        ctx.lap("one_pass_commit")
+        return result
+
+    def _create_configured(self) -> list[str]:
+        """The one target table, created from ``target.schema`` when it does not exist yet (a
+        pipeline's first batch): so that batch, too, is written in one pass."""
+        t, pre = self.cfg.target, self.preparer
+        if t.route is not None or t.table is None or t.table in pre.known_tables():
+            return []
+        policy = t.policy_for(t.table)
+        if not policy.schema_ddl or policy.cdc is not None:
+            return []  # its schema comes from its records: the usual path infers it
+        ensure_namespace(self.spark, pre.catalog, t.table.split(".")[0])
+        if pre.create(t.table, None) is not None:
+            return []  # the usual path reports why, as a dead letter per record
+        pre.known_tables().add(t.table)
+        return [t.table]
+
+    def _fits(self, table: str, job: multi_write.MultiTableWrite) -> bool:
+        """Whether the shapes of ``table``'s records that it is not known to fit need no change to
+        its schema, by inference over the job's kept value of each (no pass over the batch). Only
+        a clean answer counts: any change, refusal or value-dependent candidate (int width, decimal
+        digits, required fields) leaves the table to the usual path, which decides over every record."""
+        t, pre = self.cfg.target, self.preparer
+        schema = pre.schema(table)
+        seen = job.shapes(table)
+        new = sorted(seen - pre.shapes.known(table, schema)) if seen is not None else None
+        values = job.samples(table, new) if new is not None and shapes.UNKNOWN not in new else None
+        inferred = inference.infer_values(self.spark, {table: values}).get(table) if values else None
+        if inferred is not None and t.field_names == "sanitize":
+            inferred = cast(StructType, names.sanitized_type(inferred))
+        evo = evolution.diff(schema, inferred, t.max_columns) if inferred is not None else None
+        if evo is None or evo or evo.rejected or evo.int_candidates or evo.decimal_candidates or evo.required:
+            self._unsettled[table] = schema.json()
+            return False
+        pre.shapes.settle(table, schema, seen)
+        self._inferred.append(table)
+        self._drifted = max(self._drifted, self._batch)
+        return True

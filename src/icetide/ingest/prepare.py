@@ -22,7 +22,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 from icetide.config.base import STREAMING_TABLE_DEFAULTS, TRANSFORM_RE
 from icetide.config.models import PipelineConfig
 from icetide.errors import ConfigError
-from icetide.ingest import cdc, decode, evolution, names, refused, routing, shapes
+from icetide.ingest import cdc, decode, evolution, inference, names, refused, routing, shapes
 from icetide.ingest.formats import ID, Formats, avro_types
 from icetide.ingest.ledger import Ledger
 from icetide.lake.tables import create_table, empty_frame, ensure_namespace, ensure_table, list_tables, table_exists
@@ -76,7 +76,6 @@ class Preparer:
         self.batch_shapes: dict[str, frozenset[int] | None] = {}
         self.inferred: list[str] = []  # this batch's tables that went through inference
         self.shapes = shapes.KnownShapes()
-        self._shape_ok: bool | None = None
         self.formats = Formats(cfg.source)
         #: The batch's Avro schema ids per table (what declares the tables' types).
         self.batch_ids: dict[str, list[int]] = {}
@@ -115,13 +114,12 @@ class Preparer:
         self.schema(table)
         return self._full_schemas[table]
 
-    def shape_column(self) -> Column | None:
-        """Each record's shape, when schema evolution needs it and icetide's JVM classes are loaded."""
-        if not self.cfg.target.evolve_schema or self._shape_ok is False:
+    def shape_column(self, columns: list[str]) -> Column | None:
+        """Each record's shape, when schema evolution needs it and icetide's JVM classes are loaded
+        (``columns``: the batch's, see :meth:`Formats.with_scan`)."""
+        if not self.cfg.target.evolve_schema:
             return None
-        col = self.formats.shape(self.spark)
-        self._shape_ok = col is not None
-        return col
+        return self.formats.shape(columns)
 
     def admit(self, rows: DataFrame) -> tuple[routing.Admission, int, bool]:
         """Admitted tables of the batch, the number of routing errors, and whether tables were cut off."""
@@ -171,7 +169,9 @@ class Preparer:
         self.inferred = sorted(infer_for)
         texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
         json_for = infer_for if self.formats.json else []
-        inferred = evolution.infer(self.spark, rows, routing.TABLE, json_for, texts) if json_for else {}
+        sample = (shapes.inference_sample(rows, routing.TABLE, sorted(texts)) if shapes.SHAPE in rows.columns
+                  else rows)
+        inferred = inference.infer(self.spark, sample, routing.TABLE, json_for, texts) if json_for else {}
         self.declared = {x: d for x in tables if (d := self.formats.declared(
             self.batch_ids.get(x, []), t.policy_for(x).cdc)) is not None}
         for x, d in self.declared.items():  # types from the registry (Avro), with JSON's where a table has both

@@ -2,7 +2,7 @@
 
 Schema evolution needs to know, every batch, whether a table's records carry anything its schema
 lacks. Spark's JSON inference answers that by reading every record. A stream's records come in few
-shapes (the set of field paths and value kinds, see icetide's JVM class ``io.icetide.spark.JsonShape``),
+shapes (the set of field paths and value kinds, see icetide's JVM class ``io.icetide.spark.JsonScan``),
 and two records of the same shape infer to the same schema. So each record gets its shape's 64-bit
 fingerprint while the batch is routed; once a table's shapes are known to need no change against
 its current schema, a batch made only of those shapes skips inference for that table. A new shape
@@ -14,42 +14,55 @@ tables, inferred from the unwrapped payload; fields evolution refused) is inferr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructType
 
-from icetide.spark.session import has_class
-
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 SHAPE = "_icetide_shape"
-JVM_CLASS = "io.icetide.spark.JsonShape"
 #: The fingerprint of a record the JVM could not read (always inferred).
 UNKNOWN = 0
+#: Deeper than this a record's shape is UNKNOWN (``JsonScan.MAX_SHAPE_DEPTH``).
+MAX_DEPTH = 64
 #: Distinct shapes a table may show in one batch and still settle; beyond that it is inferred.
 MAX_SHAPES = 256
 
 
-#: Per Spark application: the JVM UDF, or None when icetide's classes are not loaded.
-_UDFS: dict[str, Any] = {}
+#: Besides one record of each shape, inference reads 1 record in this many (by Kafka position), so
+#: a string field's type (timestamp or string: the one thing inference reads from a value the shape
+#: does not tell) is decided by many records, not one.
+SPREAD = 64
 
 
 def column(spark: SparkSession, value: Column) -> Column | None:
-    """The shape of ``value`` (binary JSON), or None when icetide's JVM classes are not loaded."""
-    app = spark.sparkContext.applicationId
-    if app not in _UDFS:  # looked up once per application, not per batch
-        jvm = spark._jvm
-        assert jvm is not None
-        _UDFS[app] = jvm.io.icetide.spark.JsonShape.udf() if has_class(spark, JVM_CLASS) else None
-    udf = _UDFS[app]
-    if udf is None:
-        return None
-    from pyspark.sql.classic.column import Column as ClassicColumn
-    from pyspark.sql.classic.column import _to_seq
+    """The shape of ``value`` (binary JSON) alone, or None when icetide's JVM classes are not loaded.
+    A batch takes it with the record checks, in one read of each record (:data:`checks.SCAN`)."""
+    from icetide.ingest import checks
 
-    return ClassicColumn(udf.apply(_to_seq(spark.sparkContext, [value._jc])))  # type: ignore[attr-defined]
+    scanned = checks.scan(spark, value, MAX_DEPTH, 1 << 30)
+    return None if scanned is None else scanned["shape"]
+
+
+def inference_sample(rows: DataFrame, table_col: str, whole: list[str]) -> DataFrame:
+    """What schema inference needs to read of fingerprinted ``rows``: one record of each (table,
+    shape), every record whose shape is unknown (malformed, too deep, trailing text), 1 in
+    :data:`SPREAD` of the others, and every record of the tables in ``whole`` (CDC tables: their
+    shapes are the envelope's, not the row's). Records of one shape infer to one schema except for
+    which strings read as timestamps, which the spread samples; value-dependent decisions (integer
+    width, decimal digits, nulls, mixed kinds) are still made over every record
+    (:func:`icetide.ingest.evolution.check_values`)."""
+    shape, table = F.col(SHAPE), F.col(table_col)
+    known = shape.isNotNull() & (shape != F.lit(UNKNOWN))
+    firsts = rows.where(known).dropDuplicates([table_col, SHAPE])
+    spread = F.pmod(F.xxhash64("_kafka_partition", "_kafka_offset"), F.lit(SPREAD)) == 0
+    keep = ~known | spread
+    if whole:
+        keep = keep | table.isin(whole)
+    return firsts.unionByName(rows.where(keep))
 
 
 def settles(schema: StructType) -> bool:
@@ -80,6 +93,11 @@ class KnownShapes:
             return False
         known = self._known.get(table)
         return known is not None and known[0] == schema.json() and shapes <= known[1]
+
+    def known(self, table: str, schema: StructType) -> frozenset[int]:
+        """The shapes known to fit ``schema`` for ``table`` (none after a schema change)."""
+        known = self._known.get(table)
+        return known[1] if known is not None and known[0] == schema.json() else frozenset()
 
     def knows(self, table: str, schema: StructType) -> bool:
         """Whether some shapes are known to fit ``schema`` for ``table``."""

@@ -12,9 +12,10 @@ commits. Per batch:
 4. append everything that could not be written to the dead-letter table, with the reason;
 5. append the batch's figures to ``stream.batch_log_table``.
 
-The batch is cached once (memory, spilling to disk), so Kafka is read once per batch. With routing,
-a batch whose tables exist and whose record shapes are known is first written in one pass with no
-cache (:mod:`icetide.ingest.one_pass`); steps 1–5 then run only on what that pass left.
+The batch is cached once (memory, spilling to disk), so Kafka is read once per batch. A batch whose
+tables exist and whose record shapes are known (most batches of a running stream, routed or into
+one table) is first written in one pass with no cache (:mod:`icetide.ingest.one_pass`); steps 1–5
+then run only on what that pass left.
 
 This module orchestrates; the stages live beside it: admit/route and shape/evolve in
 :mod:`icetide.ingest.prepare`, the write strategies in :mod:`icetide.ingest.strategies`, commit
@@ -38,11 +39,12 @@ from icetide import faults
 from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
 from icetide.errors import BATCH_MARKER, BatchFailedError, DataLossError, FencedError, IcetideError, is_fenced
-from icetide.ingest import decode, evolution, multi_write, one_pass, routing, shapes, source
+from icetide.ingest import checks, decode, evolution, multi_write, one_pass, routing, shapes, source
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
 from icetide.ingest.ledger import Ledger, scan_ranges
+from icetide.ingest.one_pass import OnePass
 from icetide.ingest.prepare import CONFIG_ROOTED, Preparer
-from icetide.ingest.strategies import BatchContext, BatchState, MultiTable, OnePass, PerTable
+from icetide.ingest.strategies import BatchContext, BatchState, MultiTable, PerTable
 from icetide.lake import checkpoint
 from icetide.lake.offsets import BatchRanges, Watermark
 from icetide.lake.tables import ensure_table
@@ -115,9 +117,11 @@ class BatchWriter:
         self.preparer.forget()
 
     def flush_mirrors(self) -> None:
-        """On shutdown: mirror the watermarks not yet copied; release the retention probe."""
+        """On shutdown: mirror the watermarks not yet copied, append the batch log's kept rows;
+        release the retention probe."""
         self._retention.close()
         self.ledger.flush_mirrors()
+        self._batch_log.flush()
 
     # -- the batch --------------------------------------------------------------------------
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -188,23 +192,26 @@ class BatchWriter:
             waited, rows = formats.avro.client.waited_s - waited, raw
             self.counters.registry_wait_s += waited
         route = cfg.target.route
-        rows = routing.with_route(formats.with_keys(rows), cfg.target, self.preparer.reserved,
-                                  cfg.source.max_value_bytes, formats.verdict(self.spark),
+        rows = formats.with_scan(self.spark, formats.with_keys(rows))  # JSON: checks and shape, one read
+        rows = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes,
+                                  formats.verdict(self.spark, rows.columns),
                                   formats.route_value(route) if route else None)
         rows = formats.keys_as_text(rows)
-        shape = self.preparer.shape_column()
-        if shape is not None:  # computed with the routing value, kept in the cache (8 bytes a record)
+        shape = self.preparer.shape_column(rows.columns)
+        if shape is not None:  # taken with the checks, kept in the cache (8 bytes a record)
             rows = rows.withColumn(shapes.SHAPE, shape)
+        if checks.SCAN in rows.columns:
+            rows = rows.drop(checks.SCAN)
         ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
         if waited:  # seconds this batch waited for the schema registry (an outage, see formats/registry.py)
             ctx.lap.timings["registry_wait"] = round(waited, 3)
         done = None
-        if cfg.target.route is not None and cfg.stream.one_pass_write and self._multi_table_write():
+        if cfg.stream.one_pass_write and self._multi_table_write():
             done = self.one_pass.write(rows, ctx)
         if done is not None and not done.rest:
             return BatchResult(batch_id, sum(done.committed.values()), done.committed, 0, [],
                                time.monotonic() - started, max(done.ts_max) if done.ts_max else None,
-                               timings=ctx.lap.timings)
+                               created=done.created, timings=ctx.lap.timings, inferred=done.inferred)
         if raw is None:
             if cfg.target.route is not None:
                 # Clustered by table, each table's scan of the cache skips the column batches of the
@@ -229,6 +236,8 @@ class BatchWriter:
             rows = batch.where(table_col.isNull() | ~table_col.isin(sorted(done.committed)))
 
         admission, route_errors, overflow = self.preparer.admit(rows)
+        if done is not None:  # a single target table the one pass committed has nothing left
+            admission.accepted = [x for x in admission.accepted if x not in done.committed]
         lap("admit")
         prepared = self.preparer.prepare(rows, admission.accepted)
         lap("prepare")
@@ -273,8 +282,11 @@ class BatchWriter:
         records = sum(state.written.values()) + dead + state.tombstones
         result = BatchResult(ctx.batch_id, records, state.written, dead, state.skipped, time.monotonic() - started,
                              max(state.ts_max) if state.ts_max else None, classes,
-                             {p.table: p.evolved for p in prepared.plans if p.evolved}, prepared.created,
-                             lap.timings, self.preparer.inferred, state.tombstones)
+                             {p.table: p.evolved for p in prepared.plans if p.evolved},
+                             [*(done.created if done is not None else []), *prepared.created],
+                             lap.timings,
+                             sorted({*self.preparer.inferred, *(done.inferred if done is not None else [])}),
+                             state.tombstones)
         result.config_refused = {t: msg for t, (cls, msg) in prepared.refused.items()
                                  if cls == "table_policy" and CONFIG_ROOTED.match(msg)}
         result.config_refused.update(self._schema_mismatches(ctx.batch_id, state.written, by_table))

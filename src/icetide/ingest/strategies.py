@@ -1,8 +1,8 @@
 """Write strategies: how a batch's rows reach its tables.
 
-- :class:`OnePass`: steady routed batches — every recently written table whose record shapes are
-  known, in one Spark job straight over the batch (no cache); what it cannot take is left for the
-  usual path (see :mod:`icetide.ingest.one_pass`).
+(:class:`icetide.ingest.one_pass.OnePass` runs first: tables that exist, in one Spark job straight
+over the batch with no cache; what it cannot take is left to these.)
+
 - :class:`MultiTable`: the batch's routed appends in one Spark job (icetide's JVM ``MultiTableWrite``).
 - :class:`PerTable`: each table by its own Spark job: an append, or for CDC tables one ``MERGE``
   (retried inside the batch on a commit conflict) plus its tombstones.
@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from icetide import faults
 from icetide.config.models import PipelineConfig
 from icetide.config.target import CdcSettings
-from icetide.ingest import cdc, decode, multi_write, one_pass, routing, shapes
+from icetide.ingest import cdc, decode, multi_write, routing
 from icetide.ingest.batch_log import Laps
 from icetide.ingest.formats.avro import CDC_OP, CDC_ORDERING
 from icetide.ingest.ledger import Ledger, Pending
@@ -109,87 +109,6 @@ class Strategy:
             parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
             state.release.append(parsed)
         return parsed
-
-
-class OnePass(Strategy):
-    def write(self, rows: DataFrame, ctx: BatchContext) -> one_pass.Result | None:
-        """Write the records of recently written tables in one pass; None when no table qualifies."""
-        cfg, t, pre = self.cfg, self.cfg.target, self.preparer
-        if (t.evolve_schema and shapes.SHAPE not in rows.columns) or pre.formats.avro is not None:
-            return None  # the one pass parses JSON only
-        never = ctx.batch_id - one_pass.RECENT_BATCHES - 1
-
-        def last(table: str) -> int:
-            r = self.ledger.recent(self.q(table))
-            return never if r is None else r
-
-        candidates = [x for x in sorted(pre.known_tables())
-                      if ctx.batch_id - last(x) <= one_pass.RECENT_BATCHES
-                      and t.policy_for(x).cdc is None
-                      and (not t.evolve_schema or pre.shapes.knows(x, pre.schema(x)))]
-        if not candidates:
-            return None
-        if len(candidates) > one_pass.MAX_TARGETS:
-            candidates = sorted(sorted(candidates, key=lambda x: -last(x))[:one_pass.MAX_TARGETS])
-        job = multi_write.MultiTableWrite(self.spark)
-
-        def add(table: str) -> Pending | None:
-            pending = self.ledger.begin(self.q(table), ctx.batch_id, ctx.ranges)
-            if pending is None or pending.keep is not None:  # a replay: the usual path sorts it out
-                return None
-            reason = job.add_target(pre.catalog, table, pre.full_schema(table), pending.tags)
-            if reason is not None:
-                self._refused(table, reason)
-                return None
-            return pending
-
-        staged = {x: p for x, p in zip(candidates, self.parallel(add, candidates), strict=True) if p is not None}
-        if not staged:
-            return None
-        order = sorted(staged)
-        targets = [one_pass.Target(x, pre.schema(x), pre.full_schema(x)) for x in order]
-        frame, struct_of = one_pass.frame(rows, targets, t.kafka_metadata_columns, cfg.source.max_value_bytes)
-        ctx.lap("one_pass_plan")
-        qualified = [self.q(x) for x in order]
-        self.ledger.mark(qualified, ctx.since_ms or int(time.time() * 1000))
-        try:
-            log.info("writing batch %s to %d tables in one pass", ctx.batch_id, len(order))
-            job.run_routed(frame, order, struct_of, shapes.MAX_SHAPES)
-        except BaseException:
-            self.ledger.clear(qualified)
-            raise
-        ctx.lap("one_pass_job")
-        result = one_pass.Result(rest=job.unrouted() > 0)
-        ready: list[str] = []
-        for x in order:
-            w = job.written(x)
-            fits = not t.evolve_schema or pre.shapes.covers(x, pre.schema(x), job.shapes(x))
-            if w.good + w.bad > 0 and fits:
-                ready.append(x)
-                continue
-            job.abort(x)  # no record, or a shape the table may not fit: the usual path infers it
-            self.ledger.clear([self.q(x)])
-            result.rest = result.rest or w.good + w.bad > 0
-
-        def commit(table: str) -> multi_write.Written:
-            log.info("committing batch %s to %s", ctx.batch_id, self.q(table))
-            try:
-                self.ledger.commit_written(staged[table], job, table)
-            finally:
-                self.ledger.clear([self.q(table)])
-            w = job.written(table)
-            self.ledger.finish(staged[table], w.ts_max)
-            return w
-
-        for x, w in zip(ready, self.parallel(commit, ready), strict=True):
-            result.committed[x] = w.good
-            if w.ts_max is not None:
-                result.ts_max.append(w.ts_max)
-            if w.bad:
-                result.with_bad.append(x)
-                result.rest = True
-        ctx.lap("one_pass_commit")
-        return result
 
 
 class MultiTable(Strategy):

@@ -6,7 +6,8 @@ The seam, one method per stage of a batch (see ``ARCHITECTURE.md``, "The path of
   id; the batch's new ids fetched from the registry);
 - ``verdict``: ``"<class>\\t<message>"`` for a record that must never reach parsing, else null;
 - ``route_value``: the routing value, for the routes the format decides (``field``, ``record_name``);
-- ``shape``: a fingerprint of the record's shape, so known shapes skip inference (JSON only);
+- ``with_scan``: JSON's checks and shape, read in one pass; ``shape``: each record's fingerprint, so
+  known shapes skip inference (JSON only);
 - ``declared``: a table's record type when the format declares it (Avro: from the registry), else
   the table's type comes from inference over the JSON records (:mod:`icetide.ingest.evolution`);
 - ``parse_columns``: (parsed struct with the table's columns, error class, error message).
@@ -93,8 +94,16 @@ class Formats:
         return (rows.withColumn(decode.RAW_KEY, F.col("_kafka_key"))
                 .withColumn("_kafka_key", F.col(KEY_TEXT).cast("binary")))
 
-    def verdict(self, spark: SparkSession) -> Column | None:
-        json_v = checks.verdict(spark, F.col("value"), self.source) if self.json else None
+    def with_scan(self, spark: SparkSession, rows: DataFrame) -> DataFrame:
+        """JSON: each record's checks and shape, read in one pass (:data:`checks.SCAN`), for
+        :meth:`verdict` and :meth:`shape`; a batch drops the column once it has taken them."""
+        if not self.json:
+            return rows
+        return checks.with_scan(spark, rows, self.source, ~self.is_avro() if self.mixed else None)
+
+    def verdict(self, spark: SparkSession, columns: list[str]) -> Column | None:
+        """``columns``: the batch's (with :data:`checks.SCAN` when :meth:`with_scan` could add it)."""
+        json_v = F.col(checks.SCAN)["check"] if self.json and checks.SCAN in columns else None
         value_v = json_v
         if self.avro is not None and self.avro_values:
             avro_v = self.avro.verdict()
@@ -115,11 +124,11 @@ class Formats:
 
         return F.when(self.is_avro(), avro_v).otherwise(raw_value(route))
 
-    def shape(self, spark: SparkSession) -> Column | None:
-        if not self.json:
+    def shape(self, columns: list[str]) -> Column | None:
+        if not self.json or checks.SCAN not in columns:
             return None
-        col = shapes.column(spark, F.col("value"))
-        if col is None or not self.mixed:
+        col = F.col(checks.SCAN)["shape"]
+        if not self.mixed:
             return col
         return F.when(self.is_avro(), F.lit(shapes.UNKNOWN).cast("long")).otherwise(col)
 

@@ -55,7 +55,7 @@ import scala.reflect.ClassTag$;
  * <p>Routed mode ({@link #addTarget} then {@link #runRouted}): one frame holds the rows of every
  * table, and each task hands each row to the writer of the table its {@code idx} column names.
  * The batch is read once, with no cache and no scan per table; each task reports, per table, the
- * record shapes it saw (see {@link JsonShape}), so the caller can refuse to commit a table whose
+ * record shapes it saw (see {@link JsonScan}) and a value of each, so the caller can refuse to commit a table whose
  * records carry something its schema lacks, and how many rows named no table here.
  */
 public final class MultiTableWrite {
@@ -79,6 +79,7 @@ public final class MultiTableWrite {
     long bad;
     long tsMax = Long.MIN_VALUE;
     HashSet<Long> shapes = new HashSet<>(); // null once more than maxShapes were seen
+    final Map<Long, byte[]> samples = new java.util.HashMap<>(); // shape → the first value of it seen
     boolean done;
 
     Target(String name, Dataset<Row> frame, int width, BatchWrite batchWrite) {
@@ -98,18 +99,29 @@ public final class MultiTableWrite {
     final long bad;
     final long tsMax;
     final long[] shapes; // null: too many
+    final long[] sampled; // shapes with a value in samples (routed mode with a sample column)
+    final byte[][] samples;
 
     TaskResult(int target, WriterCommitMessage message, long good, long bad, long tsMax, long[] shapes) {
+      this(target, message, good, bad, tsMax, shapes, new long[0], new byte[0][]);
+    }
+
+    TaskResult(int target, WriterCommitMessage message, long good, long bad, long tsMax, long[] shapes,
+        long[] sampled, byte[][] samples) {
       this.target = target;
       this.message = message;
       this.good = good;
       this.bad = bad;
       this.tsMax = tsMax;
       this.shapes = shapes;
+      this.sampled = sampled;
+      this.samples = samples;
     }
   }
 
   private long unrouted = 0;
+  /** Bytes of sampled values a task keeps per table (see {@link #samples}). */
+  public static final long SAMPLE_BYTES = 4L << 20;
 
   /**
    * Adds a table to the job.
@@ -274,6 +286,9 @@ public final class MultiTableWrite {
       t.good += r.good;
       t.bad += r.bad;
       t.tsMax = Math.max(t.tsMax, r.tsMax);
+      for (int k = 0; k < r.sampled.length; k++) {
+        t.samples.putIfAbsent(r.sampled[k], r.samples[k]);
+      }
       if (r.shapes == null) {
         t.shapes = null;
       } else if (t.shapes != null) {
@@ -300,6 +315,17 @@ public final class MultiTableWrite {
    * @param maxShapes how many distinct shapes a table may report before it reports "too many"
    */
   public synchronized void runRouted(Dataset<Row> frame, String[] order, int[] structOf, int maxShapes) {
+    runRouted(frame, order, structOf, maxShapes, -1);
+  }
+
+  /**
+   * {@link #runRouted(Dataset, String[], int[], int)}, keeping per table the first value of each
+   * shape a task meets (column {@code sampleColumn} of the frame, binary; at most {@link
+   * #SAMPLE_BYTES} per table and task): what schema inference needs to tell whether the table's
+   * schema fits a new shape, without reading the batch again ({@link #samples}).
+   */
+  public synchronized void runRouted(
+      Dataset<Row> frame, String[] order, int[] structOf, int maxShapes, int sampleColumn) {
     if (ran) {
       throw new IllegalStateException("the job already ran");
     }
@@ -348,7 +374,8 @@ public final class MultiTableWrite {
     try {
       results =
           rdd.mapPartitionsWithIndex(
-                  (index, rows) -> writeRouted(index, rows, factories, columns, widths, maxShapes),
+                  (index, rows) ->
+                      writeRouted(index, rows, factories, columns, widths, maxShapes, sampleColumn),
                   false)
               .collect();
     } catch (RuntimeException e) {
@@ -365,7 +392,8 @@ public final class MultiTableWrite {
       DataWriterFactory[] factories,
       int[] columns,
       int[] widths,
-      int maxShapes) throws Exception {
+      int maxShapes,
+      int sampleColumn) throws Exception {
     int n = factories.length;
     DataWriter<InternalRow>[] writers = new DataWriter[n];
     long[] good = new long[n];
@@ -374,8 +402,11 @@ public final class MultiTableWrite {
     java.util.Arrays.fill(tsMax, Long.MIN_VALUE);
     boolean[] seen = new boolean[n];
     HashSet<Long>[] shapes = new HashSet[n];
+    Map<Long, byte[]>[] samples = new Map[n];
+    long[] sampleBytes = new long[n];
     for (int i = 0; i < n; i++) {
       shapes[i] = new HashSet<>();
+      samples[i] = new java.util.HashMap<>();
     }
     long other = 0;
     long attempt = TaskContext.get().taskAttemptId();
@@ -391,11 +422,22 @@ public final class MultiTableWrite {
         if (!row.isNullAt(2)) {
           tsMax[t] = Math.max(tsMax[t], row.getLong(2));
         }
-        if (!row.isNullAt(3) && shapes[t] != null && shapes[t].add(row.getLong(3))
-            && shapes[t].size() > maxShapes) {
-          shapes[t] = null;
+        boolean ok = !row.isNullAt(1) && row.getBoolean(1);
+        // A record that failed its parse with an unknown shape (malformed JSON, trailing text) is a
+        // dead letter whatever the table's schema: it does not stop the table's shapes settling.
+        if (!row.isNullAt(3) && (ok || row.getLong(3) != JsonScan.UNKNOWN) && shapes[t] != null
+            && shapes[t].add(row.getLong(3))) {
+          if (shapes[t].size() > maxShapes) {
+            shapes[t] = null;
+          } else if (sampleColumn >= 0 && !row.isNullAt(sampleColumn)) {
+            byte[] value = row.getBinary(sampleColumn);
+            if (sampleBytes[t] + value.length <= SAMPLE_BYTES) {
+              samples[t].put(row.getLong(3), value);
+              sampleBytes[t] += value.length;
+            }
+          }
         }
-        if (!row.isNullAt(1) && row.getBoolean(1)) {
+        if (ok) {
           if (writers[t] == null) {
             writers[t] = factories[t].createWriter(index, attempt);
           }
@@ -419,7 +461,14 @@ public final class MultiTableWrite {
             s[k++] = v;
           }
         }
-        out.add(new TaskResult(t, message, good[t], bad[t], tsMax[t], s));
+        long[] sampled = new long[samples[t].size()];
+        byte[][] values = new byte[sampled.length][];
+        int k = 0;
+        for (Map.Entry<Long, byte[]> e : samples[t].entrySet()) {
+          sampled[k] = e.getKey();
+          values[k++] = e.getValue();
+        }
+        out.add(new TaskResult(t, message, good[t], bad[t], tsMax[t], s, sampled, values));
       }
       out.add(new TaskResult(-1, null, other, 0, Long.MIN_VALUE, new long[0]));
       return out.iterator();
@@ -441,6 +490,23 @@ public final class MultiTableWrite {
         }
       }
     }
+  }
+
+  /**
+   * The routed job's sample of {@code table}'s records of each of {@code wanted} shapes, as UTF-8
+   * text; null when one of them has none (its values passed {@link #SAMPLE_BYTES}).
+   */
+  public String[] samples(String table, long[] wanted) {
+    Map<Long, byte[]> s = target(table).samples;
+    String[] out = new String[wanted.length];
+    for (int i = 0; i < wanted.length; i++) {
+      byte[] v = s.get(wanted[i]);
+      if (v == null) {
+        return null;
+      }
+      out[i] = new String(v, java.nio.charset.StandardCharsets.UTF_8);
+    }
+    return out;
   }
 
   /** Rows of the routed job whose {@code idx} named no table of it. */

@@ -1,0 +1,61 @@
+"""The ingest benchmarks run end to end at a tiny size on the real stack, against the session's Kafka
+broker: every system of each (fresh JVMs, as in a real run), the report and the plot. A helper that
+moves or a worker that breaks fails here, not in a benchmark run months later (#32). The figures of
+such a tiny run mean nothing; only that every path ran and every row landed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(module: str, tmp_path: Path, *args: str) -> dict[str, Any]:
+    env = {**os.environ, "ICETIDE_BENCH_IDLE_S": "3"}
+    proc = subprocess.run([sys.executable, "-m", module, *args, "--out", str(tmp_path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    found = sorted(tmp_path.glob("*.json"))
+    assert found, f"{module} wrote no results"
+    result: dict[str, Any] = json.loads(found[0].read_text())
+    assert (tmp_path / "results.md").read_text().startswith("# ")
+    assert any(p.suffix == ".png" and p.stat().st_size > 10_000 for p in tmp_path.iterdir())
+    return result
+
+
+def test_fanout_benchmark_runs_every_system(kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.fanout.run import SYSTEMS
+
+    r = _run("benchmarks.fanout.run", tmp_path, "--events", "3000", "--tables", "3", "--regimes", "capacity",
+             "--bootstrap", kafka.bootstrap)
+    assert [x["system"] for x in r["results"]] == list(SYSTEMS)
+    for x in r["results"]:
+        assert x["rows"] == x["expected"] == 3000, x
+    assert next(x for x in r["results"] if x["system"] == "icetide-fanout")["tables"] == 3
+    assert "| target | measured | target | met |" in (tmp_path / "results.md").read_text()
+
+
+def test_cdc_benchmark_runs_every_system(kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.cdc.run import SYSTEMS
+
+    r = _run("benchmarks.cdc.run", tmp_path, "--keys", "300", "--changes", "2000", "--rows", "2000",
+             "--read-steps", "1", "--bootstrap", kafka.bootstrap)
+    by = {x["system"]: x for x in r["throughput"]}
+    assert list(by) == [s for s, _ in SYSTEMS]
+    for system in ("vanilla-merge-ordered", "icetide-mor", "icetide-cow"):
+        assert by[system]["state_ok"] is True, (system, by[system]["stale_or_wrong"])
+    assert [x["commits"] for x in r["reads"]["merge-on-read"]] == [0, 1]
+
+
+def test_ingest_benchmark_runs_throughput_and_freshness(kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    r = _run("benchmarks.ingest.run", tmp_path, "--events", "3000", "--rate", "300", "--seconds", "3",
+             "--systems", "vanilla,vanilla-tuned,icetide", "--bootstrap", kafka.bootstrap)
+    assert [x["system"] for x in r["throughput"]] == ["vanilla", "vanilla-tuned", "icetide"]
+    assert all(x["rows"] == x["expected"] == 3000 for x in r["throughput"])
+    for x in r["freshness"]:
+        assert x["rows"] == x["produced"] > 0 and x["freshness_ms_p50"] is not None, x
