@@ -204,10 +204,12 @@ class OnePass(Strategy):
         result = Result(rest=job.unrouted() > 0, created=created)
         self._inferred = result.inferred
         ready: list[str] = []
+        unsure = [x for x in order if t.evolve_schema and job.written(x).good + job.written(x).bad > 0
+                  and not pre.shapes.covers(x, pre.schema(x), job.shapes(x))]
+        settled = self._fits(unsure, job) if sample_column >= 0 and unsure else set()
         for x in order:
             w = job.written(x)
-            fits = not t.evolve_schema or pre.shapes.covers(x, pre.schema(x), job.shapes(x)) or \
-                (sample_column >= 0 and w.good + w.bad > 0 and self._fits(x, job))
+            fits = x not in unsure or x in settled
             if w.good + w.bad > 0 and fits:
                 ready.append(x)
                 continue
@@ -254,24 +256,32 @@ class OnePass(Strategy):
         pre.known_tables().add(t.table)
         return [t.table]
 
-    def _fits(self, table: str, job: multi_write.MultiTableWrite) -> bool:
-        """Whether the shapes of ``table``'s records that it is not known to fit need no change to
-        its schema, by inference over the job's kept value of each (no pass over the batch). Only
-        a clean answer counts: any change, refusal or value-dependent candidate (int width, decimal
-        digits, required fields) leaves the table to the usual path, which decides over every record."""
+    def _fits(self, tables: list[str], job: multi_write.MultiTableWrite) -> set[str]:
+        """Of ``tables``, those whose record shapes they are not known to fit need no change to their
+        schema, by one inference over the job's kept value of each new shape of every table (on the
+        driver: no pass over the batch). Only a clean answer counts: any change, refusal or
+        value-dependent candidate (int width, decimal digits, required fields) leaves a table to the
+        usual path, which decides over every record."""
         t, pre = self.cfg.target, self.preparer
-        schema = pre.schema(table)
-        seen = job.shapes(table)
-        new = sorted(seen - pre.shapes.known(table, schema)) if seen is not None else None
-        values = job.samples(table, new) if new is not None and shapes.UNKNOWN not in new else None
-        inferred = inference.infer_values(self.spark, {table: values}).get(table) if values else None
-        if inferred is not None and t.field_names == "sanitize":
-            inferred = cast(StructType, names.sanitized_type(inferred))
-        evo = evolution.diff(schema, inferred, t.max_columns) if inferred is not None else None
-        if evo is None or evo or evo.rejected or evo.int_candidates or evo.decimal_candidates or evo.required:
-            self._unsettled[table] = schema.json()
-            return False
-        pre.shapes.settle(table, schema, seen)
-        self._inferred.append(table)
-        self._drifted = max(self._drifted, self._batch)
-        return True
+        values: dict[str, list[str]] = {}
+        for table in tables:
+            seen = job.shapes(table)
+            new = sorted(seen - pre.shapes.known(table, pre.schema(table))) if seen is not None else None
+            got = job.samples(table, new) if new and shapes.UNKNOWN not in new else None
+            if got:
+                values[table] = got
+        inferred = inference.infer_values(self.spark, values) if values else {}
+        out: set[str] = set()
+        for table in tables:
+            schema, found = pre.schema(table), inferred.get(table)
+            if found is not None and t.field_names == "sanitize":
+                found = cast(StructType, names.sanitized_type(found))
+            evo = evolution.diff(schema, found, t.max_columns) if found is not None else None
+            if evo is None or evo or evo.rejected or evo.int_candidates or evo.decimal_candidates or evo.required:
+                self._unsettled[table] = schema.json()
+                continue
+            pre.shapes.settle(table, schema, job.shapes(table))
+            self._inferred.append(table)
+            self._drifted = max(self._drifted, self._batch)
+            out.add(table)
+        return out
