@@ -50,6 +50,11 @@ def stop_when_idle(query: Any, idle_seconds: float | None = None) -> None:
     seen, idle_since, started = -1, None, time.monotonic()
     while True:
         time.sleep(0.5)
+        if not query.isActive:  # failed (or stopped): say why instead of waiting for rows forever
+            error = query.exception()
+            if error is not None:
+                raise RuntimeError(f"the query failed: {error}")
+            return
         total = sum(p["numInputRows"] for p in query.recentProgress)
         last = query.lastProgress
         waited_enough = total > 0 or time.monotonic() - started > 300

@@ -139,11 +139,14 @@ def _ordered_merge(spark: Any, cfg: Any, table: str) -> Any:
                    .select("c.*", "pos").where(F.col("id").isNotNull()))
         w = Window.partitionBy("id").orderBy(F.col("version").desc(), F.col("pos").desc())
         latest = changes.withColumn("rn", F.row_number().over(w)).where("rn = 1").drop("rn")
+        session.catalog.refreshTable(tombs)  # the batch's own session: its cache may hold an older version
         dead = session.table(tombs).groupBy("id").agg(F.max(F.struct("version", "pos")).alias("d"))
         newer = (F.col("version") > F.col("d.version")) | (
             (F.col("version") == F.col("d.version")) & (F.col("pos") >= F.col("d.pos")))
         latest = latest.join(dead, "id", "left").where(F.col("d").isNull() | newer).drop("d")
-        latest = latest.persist()
+        # Materialized (as icetide persists its changes): a temp view over a plan that reads a table
+        # fails Spark 4.1's MERGE planning ("No plan for TableReference").
+        latest = latest.localCheckpoint()
         latest.createOrReplaceTempView("changes")
         session.sql(f"""
             MERGE INTO {table} t USING changes s ON t.id = s.id
@@ -154,7 +157,6 @@ def _ordered_merge(spark: Any, cfg: Any, table: str) -> Any:
             WHEN NOT MATCHED AND s.op <> 'delete' THEN INSERT (id, name, balance, version, pos)
               VALUES (s.id, s.name, s.balance, s.version, s.pos)""")
         latest.where("op = 'delete'").select("id", "version", "pos").writeTo(tombs).append()
-        latest.unpersist()
 
     src = cfg.source
     kafka = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", src.bootstrap_servers)

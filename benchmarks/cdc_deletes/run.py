@@ -94,6 +94,7 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=5)
     ap.add_argument("--per-cycle", type=int, default=6, help="MERGE commits between maintenance runs")
     ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--out", type=Path, default=HERE / "results", help="Folder of results.md")
     args = ap.parse_args()
     print(f"seed {args.seed}", flush=True)
     spark, work = scratch_session("cdc-deletes", NS)
@@ -136,8 +137,8 @@ def write(args: argparse.Namespace, samples: dict[str, list[dict[str, float]]], 
         cells = [f"{statistics.mean(s[k] for s in ss):.1f} ({max(s[k] for s in ss):.1f})" for k in keys]
         lines.append(f"| {g} | " + " | ".join(cells) + f" | {rewritten[g]:,} |")
     lines += ["", f"Live bytes at the end: {live}."]
-    out = HERE / "results"
-    out.mkdir(exist_ok=True)
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

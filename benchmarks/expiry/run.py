@@ -61,6 +61,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--commits", type=int, default=60)
+    ap.add_argument("--out", type=Path, default=HERE / "results", help="Folder of results.md")
     args = ap.parse_args()
     spark, work = scratch_session("expiry", "xp")
     rows = []
@@ -82,8 +83,8 @@ def main() -> None:
         lines.append(f"\n{how}: best {min(x['wall_s'] for x in mine)} s wall, "
                      f"{min(x['cpu_s'] for x in mine)} CPU-s; worst {max(x['wall_s'] for x in mine)} s, "
                      f"{max(x['cpu_s'] for x in mine)} CPU-s")
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "results.md").write_text("\n".join(lines) + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

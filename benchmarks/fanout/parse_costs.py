@@ -103,7 +103,7 @@ def main() -> None:
         for i in range(args.tables):
             schema = StructType([*record.fields, *([StructField(f"x{i}", StringType())] if distinct else [])])
             targets.append(one_pass.Target(f"p.t{i:02d}", schema, StructType([*schema.fields, *meta])))
-        frame, _ = one_pass.frame(routed, targets, True, 1_000_000)
+        frame, _, _ = one_pass.frame(routed, targets, True, 1_000_000)
         return lambda: noop(frame)
     steps: list[tuple[str, Callable[[], None]]] = [
         ("vanilla: from_json with the table schema", lambda: noop(base.select(F.from_json(text, record)))),

@@ -92,6 +92,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, nargs="+", default=[0, 2000, 20000])
     ap.add_argument("--commits", type=int, default=24)
+    ap.add_argument("--out", type=Path, default=HERE / "results", help="Folder of results.md")
     args = ap.parse_args()
     spark, work = scratch_session("manifests", "xm")
     cat = SqlCatalog(CAT, uri=f"sqlite:///{work / 'catalog.db'}", warehouse=f"file://{work / 'warehouse'}")
@@ -116,8 +117,8 @@ def main() -> None:
              "tables.", "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(str(x[c]) for c in cols) + " |" for x in rows]
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "results.md").write_text("\n".join(lines) + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     spark.stop()
 

@@ -59,3 +59,30 @@ def test_ingest_benchmark_runs_throughput_and_freshness(kafka, tmp_path) -> None
     assert all(x["rows"] == x["expected"] == 3000 for x in r["throughput"])
     for x in r["freshness"]:
         assert x["rows"] == x["produced"] > 0 and x["freshness_ms_p50"] is not None, x
+
+
+def _script(module: str, *args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return proc.stdout
+
+
+def test_spark_only_benchmarks_run_at_a_tiny_size(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The benchmarks that need Spark but no broker, each in its own JVM as when run by hand."""
+    runs = {
+        "expiry": ("benchmarks.expiry.run", "--rounds", "1", "--commits", "3", "--out", str(tmp_path / "expiry")),
+        "manifests": ("benchmarks.manifests.run", "--entries", "0", "--commits", "2",
+                      "--out", str(tmp_path / "manifests")),
+        "cdc_deletes": ("benchmarks.cdc_deletes.run", "--keys", "300", "--batch", "20", "--cycles", "1",
+                        "--per-cycle", "2", "--seed", "7", "--out", str(tmp_path / "cdc_deletes")),
+        "parse_costs": ("benchmarks.fanout.parse_costs", "--events", "2000", "--tables", "3",
+                        "--out", str(tmp_path / "parse_costs" / "parse_costs.md")),
+        "collect_cost": ("benchmarks.health.collect_cost", "--commits", "4", "--files-per-commit", "2",
+                         "--out", str(tmp_path / "collect_cost")),
+    }
+    (tmp_path / "parse_costs").mkdir()
+    for name, (module, *args) in runs.items():
+        _script(module, *args)
+        written = [p for p in (tmp_path / name).iterdir() if p.suffix == ".md"]
+        assert written and written[0].read_text().startswith("# "), name

@@ -103,3 +103,16 @@ def test_steady_report_renders_its_results(tmp_path: Path) -> None:
     committed = BENCH / "steady/results" / "results.md"
     got = next(p for p in tmp_path.iterdir() if p.suffix == ".md")
     assert got.read_text() == committed.read_text()
+
+
+def test_steady_frontier_replays_the_committed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from benchmarks.steady import frontier
+
+    (tmp_path / "steady.json").write_text((BENCH / "steady/results/steady.json").read_text())
+    monkeypatch.setattr(sys, "argv", ["frontier", str(tmp_path)])
+    frontier.main()
+    text = (tmp_path / "frontier.md").read_text()
+    rows = [ln for ln in text.splitlines() if ln.startswith("| tiers, fanout ") or ln.startswith("| merge everything")]
+    assert len(rows) == 6 and text.startswith("# Files against write amplification"), text
