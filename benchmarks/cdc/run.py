@@ -32,7 +32,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-from benchmarks.common import batch_window, best_of, broker, stop_when_idle  # noqa: E402
+from benchmarks.common import BatchPhases, batch_window, best_of, broker, stop_when_idle  # noqa: E402
 from benchmarks.ingest.run import machine  # noqa: E402
 from icetide import paths  # noqa: E402
 from icetide.demo.events import create_topic  # noqa: E402
@@ -74,11 +74,17 @@ def worker(system: str, cfg_path: Path) -> dict[str, Any]:
     spark = build_session(cfg)
     assert cfg.target.table is not None
     table = f"{cfg.catalog.name}.{cfg.target.table}"
+    phases = BatchPhases()
     if system.startswith("icetide"):
+        import logging
+
         from icetide.app.runner import Runner
 
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.getLogger("icetide.ingest.sink").addHandler(phases)
         runner = Runner(cfg, spark=spark)
         runner.run(duration=3600, until_idle=True)
+        runner.close()
         query = runner.query
     elif system == "vanilla-merge-ordered":
         query = _ordered_merge(spark, cfg, table)
@@ -114,7 +120,7 @@ def worker(system: str, cfg_path: Path) -> dict[str, Any]:
     spark.stop()
     return {"system": system, "changes": processed, "rows": rows, "batches": n_batches,
             "seconds": round(t1 - t0, 3), "changes_per_s": round(processed / (t1 - t0), 1), "delete_files": deletes,
-            "state": {str(k): list(v) for k, v in state.items()}}
+            "state": {str(k): list(v) for k, v in state.items()}, "batch_phases": phases.batches}
 
 
 def _ordered_merge(spark: Any, cfg: Any, table: str) -> Any:
@@ -307,6 +313,15 @@ def write_markdown(r: dict[str, Any], path: Path) -> None:
         lines.append(f"| {s} | {x['changes_per_s']:,.0f} | {x['changes_per_s'] / base:.2f}× | "
                      f"{x['changes_per_s'] / fair:.2f}× | {x['batches']} | {x['rows']:,} | {x['expected_rows']:,} | "
                      f"{x.get('state_ok', '–')} | {x.get('stale_or_wrong', '–')} | {x['delete_files']} |")
+    for s, x in by.items():
+        batches = x.get("batch_phases") or []
+        if batches:
+            names = list(dict.fromkeys(k for b in batches for k in b["timings"]))
+            lines += ["", f"{s}: seconds per phase of each batch (the batch event's `timings`):", "",
+                      "| batch | " + " | ".join(names) + " | whole batch |", "|---|" + "---:|" * (len(names) + 1)]
+            for b in batches:
+                lines.append(f"| {b['batch']} | " + " | ".join(f"{b['timings'].get(n, 0.0):.2f}" for n in names)
+                             + f" | {b['seconds']:.2f} |")
     lines += ["", "`vanilla-merge` is the MERGE most hand-written jobs have: the newest change per key within a "
               "batch, no ordering guard across batches, so out-of-order and replayed changes leave stale rows "
               "(the *final state exact* column compares every row with the expected state). "

@@ -169,7 +169,9 @@ class Preparer:
         self.inferred = sorted(infer_for)
         texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
         json_for = infer_for if self.formats.json else []
-        sample = (shapes.inference_sample(rows, routing.TABLE, sorted(texts)) if shapes.SHAPE in rows.columns
+        # CDC tables too: a change's shape fixes the shape of the row inferred from it (plain: the
+        # value itself; Debezium: its `after`, or `before` for a delete, both inside the envelope's shape).
+        sample = (shapes.inference_sample(rows, routing.TABLE, []) if shapes.SHAPE in rows.columns
                   else rows)
         inferred = inference.infer(self.spark, sample, routing.TABLE, json_for, texts) if json_for else {}
         self.declared = {x: d for x in tables if (d := self.formats.declared(

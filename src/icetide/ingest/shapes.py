@@ -50,10 +50,10 @@ def column(spark: SparkSession, value: Column) -> Column | None:
 def inference_sample(rows: DataFrame, table_col: str, whole: list[str]) -> DataFrame:
     """What schema inference needs to read of fingerprinted ``rows``: one record of each (table,
     shape), every record whose shape is unknown (malformed, too deep, trailing text), 1 in
-    :data:`SPREAD` of the others, and every record of the tables in ``whole`` (CDC tables: their
-    shapes are the envelope's, not the row's). Records of one shape infer to one schema except for
-    which strings read as timestamps, which the spread samples; value-dependent decisions (integer
-    width, decimal digits, nulls, mixed kinds) are still made over every record
+    :data:`SPREAD` of the others, and every record of the tables in ``whole``. Records of one shape
+    infer to one schema except for which strings read as timestamps, which the spread samples;
+    value-dependent decisions (integer width, decimal digits, nulls, mixed kinds) are still made
+    over every record
     (:func:`icetide.ingest.evolution.check_values`)."""
     shape, table = F.col(SHAPE), F.col(table_col)
     known = shape.isNotNull() & (shape != F.lit(UNKNOWN))
