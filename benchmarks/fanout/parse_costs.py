@@ -109,7 +109,7 @@ def main() -> None:
         ("vanilla: from_json with the table schema", lambda: noop(base.select(F.from_json(text, record)))),
         ("routing value (get_json_object)", lambda: noop(base.select(route))),
         ("schema inference (Spark's JSON inference)", inference),
-        ("record shape (icetide's JsonShape) and the distinct shapes",
+        ("record shape and checks (icetide's JsonScan) and the distinct shapes",
          lambda: base.agg(F.collect_set(shape)).collect()),
         (f"one pass: routing value + {args.tables} from_json under CASE", case_parse),
         ("routing value + sort by table + columnar cache (icetide's two-pass path)", sort_and_cache),
