@@ -161,7 +161,8 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
             "first_batch_s": first_batch_seconds(query), "steady_batch_s": steady_batch_seconds(query),
             "batch_s": batch_seconds(query),
             "batches": n_batches, "seconds": round(t1 - t0, 3),
-            "events_per_s": round(processed / (t1 - t0), 1), "steady_events_per_s": steady,
+            "events_per_s": round(count / (t1 - t0), 1),
+            "steady_events_per_s": round(steady * count / processed, 1) if steady and processed else steady,
             "jvm_cpu_s_per_m_events": round(cpu / processed * 1e6, 1), "trigger": cfg.stream.trigger_interval,
             "freshness_ms_p50": fresh[0][0],
             "freshness_ms_p99": fresh[0][1], "data_files": files,
@@ -279,8 +280,14 @@ def main() -> None:
     plot(report, args.out / "ingest.png")
 
 
+def events_per_s(x: dict[str, Any]) -> float:
+    """Events landed per second. Spark's input rows count every read of the batch: a batch whose new
+    shape needs a schema change reads Kafka twice (the one pass, then the usual path)."""
+    return float(x["rows"]) / float(x["seconds"])
+
+
 def write_markdown(r: dict[str, Any], path: Path) -> None:
-    tp = {x["system"]: x for x in r["throughput"]}
+    tp = {x["system"]: {**x, "events_per_s": events_per_s(x)} for x in r["throughput"]}
     fr = {x["system"]: x for x in r["freshness"]}
     m = r["machine"]
     lines = [
@@ -319,6 +326,9 @@ def write_markdown(r: dict[str, Any], path: Path) -> None:
               "`vanilla-tuned` uses the table properties icetide sets (no shuffle, fanout writers), which isolates "
               "the cost of icetide's write path: decoding with dead-letter classification, the offset ledger "
               "(commit tagging, a watermark property commit per batch) and the per-table filter.",
+              "- events/s is the table's rows over the window of the non-empty batches. Spark's own input-row "
+              "count (`processed` in results.json) counts every read of a batch: a batch whose new shape needs a "
+              "schema change is read twice by icetide (the one pass, then the usual path).",
               "- Throughput differences of a few percent are within run-to-run noise on this 2-core machine; the "
               "claim is parity (≥ 1.0×), not a speed-up.",
               "- `icetide` reads a batch with about one task per 125,000 records (`source.records_per_task`, "
@@ -342,7 +352,7 @@ def plot(r: dict[str, Any], path: Path) -> None:
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     names = [x["system"] for x in r["throughput"]]
     colours = ["#999", "#bbb", "#1f77b4", "#2ca02c"][: len(names)]
-    a.bar(names, [x["events_per_s"] for x in r["throughput"]], color=colours)
+    a.bar(names, [events_per_s(x) for x in r["throughput"]], color=colours)
     a.set_title(f"Throughput, {r['events']:,} events (higher is better)")
     a.set_ylabel("events / s")
     xs = range(len(r["freshness"]))
