@@ -71,10 +71,10 @@ def _script(module: str, *args: str) -> str:
 def test_spark_only_benchmarks_run_at_a_tiny_size(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The benchmarks that need Spark but no broker, each in its own JVM as when run by hand."""
     runs = {
-        "expiry": ("benchmarks.expiry.run", "--rounds", "1", "--commits", "3", "--out", str(tmp_path / "expiry")),
+        "expiry": ("benchmarks.expiry.run", "--rounds", "1", "--commits", "22", "--out", str(tmp_path / "expiry")),
         "manifests": ("benchmarks.manifests.run", "--entries", "0", "--commits", "2",
                       "--out", str(tmp_path / "manifests")),
-        "cdc_deletes": ("benchmarks.cdc_deletes.run", "--keys", "300", "--batch", "20", "--cycles", "1",
+        "cdc_deletes": ("benchmarks.cdc_deletes.run", "--keys", "2000", "--batch", "20", "--cycles", "1",
                         "--per-cycle", "2", "--seed", "7", "--out", str(tmp_path / "cdc_deletes")),
         "parse_costs": ("benchmarks.fanout.parse_costs", "--events", "2000", "--tables", "3",
                         "--out", str(tmp_path / "parse_costs" / "parse_costs.md")),
