@@ -140,8 +140,6 @@ class OnePass(Strategy):
         #: table → the schema (JSON) whose new shapes the one pass could not settle: left to the
         #: usual path until the schema changes (a table with refused fields would waste a pass a batch)
         self._unsettled: dict[str, str] = {}
-        self._batch = -1
-        self._inferred: list[str] = []  # this batch's tables settled by _fits
         self._drifted = -SAMPLE_BATCHES - 1  # the last batch in which a table met shapes it was not known to fit
 
     def write(self, rows: DataFrame, ctx: BatchContext) -> Result | None:
@@ -200,15 +198,17 @@ class OnePass(Strategy):
             self.ledger.clear(qualified)
             raise
         ctx.lap("one_pass_job")
-        self._batch = ctx.batch_id
         result = Result(rest=job.unrouted() > 0, created=created)
-        self._inferred = result.inferred
         ready: list[str] = []
-        unsure = [x for x in order if t.evolve_schema and job.written(x).good + job.written(x).bad > 0
+        written = {x: job.written(x) for x in order}
+        unsure = [x for x in order if t.evolve_schema and written[x].good + written[x].bad > 0
                   and not pre.shapes.covers(x, pre.schema(x), job.shapes(x))]
         settled = self._fits(unsure, job) if sample_column >= 0 and unsure else set()
+        if settled:
+            result.inferred = sorted(settled)
+            self._drifted = ctx.batch_id
         for x in order:
-            w = job.written(x)
+            w = written[x]
             fits = x not in unsure or x in settled
             if w.good + w.bad > 0 and fits:
                 ready.append(x)
@@ -281,7 +281,5 @@ class OnePass(Strategy):
                 self._unsettled[table] = schema.json()
                 continue
             pre.shapes.settle(table, schema, job.shapes(table))
-            self._inferred.append(table)
-            self._drifted = max(self._drifted, self._batch)
             out.add(table)
         return out
