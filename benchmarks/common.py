@@ -127,6 +127,28 @@ def best_of(fn: Callable[[], Any], n: int = 3) -> float:
     return min(times)
 
 
+#: set to 1 by the test suite's tiny runs: see :func:`one_jvm`
+ONE_JVM_ENV = "ICETIDE_BENCH_ONE_JVM"
+
+
+def one_jvm() -> bool:
+    """``ICETIDE_BENCH_ONE_JVM=1``: a benchmark's workers run one after another in its own process (one
+    JVM; each worker starts its SparkContext and stops it, as in its own process) instead of each in a
+    fresh JVM. For the test suite's tiny runs, whose figures mean nothing and whose point is that every
+    worker's code runs; never for a measurement (a warm JVM would flatter the systems that run later)."""
+    return os.environ.get(ONE_JVM_ENV) == "1"
+
+
+def stop_active_session() -> None:
+    """Stop this process's SparkSession, if any (the next session then starts its own SparkContext in
+    the same JVM, with its own catalog settings)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
 def scratch_session(name: str, namespace: str) -> tuple[Any, Path]:
     """A local[2] Spark session on a fresh embedded catalog (Iceberg JDBC on SQLite) under
     ``~/.cache/icetide/bench/<name>-<id>``, with ``namespace`` created; returns it and that folder."""

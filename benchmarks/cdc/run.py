@@ -32,7 +32,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-from benchmarks.common import BatchPhases, batch_window, best_of, broker, stop_when_idle  # noqa: E402
+from benchmarks.common import BatchPhases, batch_window, best_of, broker, one_jvm, stop_when_idle  # noqa: E402
 from benchmarks.ingest.run import machine  # noqa: E402
 from icetide import paths  # noqa: E402
 from icetide.demo.events import create_topic  # noqa: E402
@@ -85,6 +85,7 @@ def worker(system: str, cfg_path: Path) -> dict[str, Any]:
         runner = Runner(cfg, spark=spark)
         runner.run(duration=3600, until_idle=True)
         runner.close()
+        logging.getLogger("icetide.ingest.sink").removeHandler(phases)
         query = runner.query
     elif system == "vanilla-merge-ordered":
         query = _ordered_merge(spark, cfg, table)
@@ -283,7 +284,13 @@ def _report(report: dict[str, Any], out: Path) -> None:
 
 
 def _sub(work: Path, argv: list[str]) -> dict[str, Any]:
+    """One worker (``worker SYSTEM CFG`` or ``reads ROWS STEPS``) in a fresh JVM, or in this process
+    with ``ICETIDE_BENCH_ONE_JVM=1`` (see benchmarks.common.one_jvm)."""
     out = work / f"{uuid.uuid4().hex[:6]}.json"
+    if one_jvm():
+        _worker_main([*argv, str(out)])
+        in_process: dict[str, Any] = json.loads(out.read_text())
+        return in_process
     with open(work / f"{argv[0]}-{argv[1] if len(argv) > 1 else ''}.log", "w") as log:
         rc = subprocess.call([sys.executable, "-m", "benchmarks.cdc.run", *argv, str(out)], cwd=REPO,
                              stdout=log, stderr=subprocess.STDOUT)
@@ -378,12 +385,18 @@ def plot(r: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "worker":
-        _, _, system, cfg_path, out = sys.argv
+def _worker_main(argv: list[str]) -> None:
+    """``worker SYSTEM CFG OUT`` or ``reads ROWS STEPS OUT``: run it, write its result to OUT."""
+    if argv[0] == "worker":
+        _, system, cfg_path, out = argv
         Path(out).write_text(json.dumps(worker(system, Path(cfg_path))))
-    elif len(sys.argv) > 1 and sys.argv[1] == "reads":
-        _, _, rows, steps, out = sys.argv
+    else:
+        _, rows, steps, out = argv
         Path(out).write_text(json.dumps(read_worker(Path(out).parent, int(rows), [int(x) for x in steps.split(",")])))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] in ("worker", "reads"):
+        _worker_main(sys.argv[1:])
     else:
         main()

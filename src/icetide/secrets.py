@@ -13,6 +13,7 @@ Spark redacts its own UI and logs by key name (``spark.redaction.regex``, set in
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -42,8 +43,11 @@ def register(*values: str | None) -> None:
         for v in values:
             if v and len(v) >= _MIN_LEN:
                 _known.add(v)
-                # the forms a value takes when quoted in JSON or URL-encoded
+                # the forms a value takes URL-encoded or inside a JSON string (a quote, a backslash,
+                # a control or non-ASCII character is escaped there: `json.dumps` of a result)
                 _known.add(urllib.parse.quote(v, safe=""))
+                _known.add(json.dumps(v)[1:-1])
+                _known.add(json.dumps(v, ensure_ascii=False)[1:-1])
 
 
 def register_url(url: str | None) -> None:

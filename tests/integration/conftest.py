@@ -22,6 +22,16 @@ from icetide.services.rest_catalog import LocalRestCatalog
 from icetide.services.spark_cluster import LocalSparkCluster
 from tests.fixtures.stack import free_port_block, free_port_pair, pipeline_dict
 
+#: JIT and GC of the short-lived Spark driver JVMs the tests start (`icetide run` and the CLI as
+#: subprocesses, the benchmarks' runs): C1 only and the serial collector, which spend far less CPU
+#: warming up a JVM that lives a minute (see tests/README.md for the measurement). Through
+#: SPARK_SUBMIT_OPTS, which spark-submit adds to the driver's java command; the session's own
+#: SparkSession (the `spark` fixture, alive the whole run) keeps the JVM's defaults.
+#: ICETIDE_TEST_JVM_OPTS="" tests with the JVM's defaults everywhere.
+TEST_JVM_OPTS = os.environ.get("ICETIDE_TEST_JVM_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+if TEST_JVM_OPTS and "SPARK_SUBMIT_OPTS" not in os.environ:
+    os.environ["SPARK_SUBMIT_OPTS"] = TEST_JVM_OPTS
+
 
 @pytest.fixture(scope="session")
 def kafka() -> Iterator[LocalKafka]:
@@ -110,7 +120,13 @@ def spark(kafka: LocalKafka, lake: Path, tmp_path_factory: pytest.TempPathFactor
     work = tmp_path_factory.mktemp("session")
     path = work / "session.yaml"
     path.write_text(yaml.safe_dump(pipeline_dict(kafka, lake, work, "unused", "test.unused")))
-    session = build_session(load_config(path))
+    ours = TEST_JVM_OPTS and os.environ.get("SPARK_SUBMIT_OPTS") == TEST_JVM_OPTS
+    opts = os.environ.pop("SPARK_SUBMIT_OPTS") if ours else None  # long-lived: the JVM's defaults
+    try:
+        session = build_session(load_config(path))
+    finally:
+        if opts is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = opts
     yield session
     session.stop()
 

@@ -1,9 +1,11 @@
 """The benchmarks run end to end at a tiny size on the real stack, against the session's Kafka broker
-(fresh JVMs, as in a real run), with their reports and plots: each worker path of the fan-out (whose
-vanilla and single-table workers are the ingest benchmark's), every system of the CDC benchmark, and
-the Spark-only benchmarks. A helper that
-moves or a worker that breaks fails here, not in a benchmark run months later (#32). The figures of
-such a tiny run mean nothing; only that every path ran and every row landed."""
+(one JVM per benchmark: ``ICETIDE_BENCH_ONE_JVM``, see benchmarks.common.one_jvm), with their reports
+and plots: each worker path of the fan-out (whose vanilla and single-table workers are the ingest
+benchmark's), every system of the CDC benchmark, and the Spark-only benchmarks (all five in one
+process, benchmarks.one_jvm). A helper that moves or a worker that breaks fails here, not in a
+benchmark run months later (#32). The figures of such a tiny run mean nothing; only that every path
+ran and every row landed. A fresh JVM per worker, as a measurement runs them, is the same code with
+a subprocess around it (the `worker` entry points, checked in the unit tier's import test)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(module: str, tmp_path: Path, *args: str) -> dict[str, Any]:
-    env = {**os.environ, "ICETIDE_BENCH_IDLE_S": "3"}
+    env = {**os.environ, "ICETIDE_BENCH_IDLE_S": "3", "ICETIDE_BENCH_ONE_JVM": "1"}
     proc = subprocess.run([sys.executable, "-m", module, *args, "--out", str(tmp_path)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
@@ -55,15 +57,8 @@ def test_cdc_benchmark_runs_every_system(kafka, tmp_path) -> None:  # type: igno
     assert [x["commits"] for x in r["reads"]["merge-on-read"]] == [0, 1]
 
 
-def _script(module: str, *args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    return proc.stdout
-
-
 def test_spark_only_benchmarks_run_at_a_tiny_size(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The benchmarks that need Spark but no broker, each in its own JVM as when run by hand."""
+    """The benchmarks that need Spark but no broker, one after another in one process (one JVM)."""
     runs = {
         "expiry": ("benchmarks.expiry.run", "--rounds", "1", "--commits", "22", "--out", str(tmp_path / "expiry")),
         "manifests": ("benchmarks.manifests.run", "--entries", "0", "--commits", "2",
@@ -76,7 +71,14 @@ def test_spark_only_benchmarks_run_at_a_tiny_size(tmp_path) -> None:  # type: ig
                          "--out", str(tmp_path / "collect_cost")),
     }
     (tmp_path / "parse_costs").mkdir()
-    for name, (module, *args) in runs.items():
-        _script(module, *args)
+    argv: list[str] = []
+    for module, *args in runs.values():
+        argv += [*(["--"] if argv else []), module, *args]
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.one_jvm", *argv], cwd=REPO, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("== ")] == \
+        [m for m, *_ in runs.values()]
+    for name in runs:
         written = [p for p in (tmp_path / name).iterdir() if p.suffix == ".md"]
         assert written and written[0].read_text().startswith("# "), name

@@ -11,17 +11,22 @@ import time
 from icetide.demo.events import create_topic, produce, sample_values
 from tests.fixtures.stack import kill_group, start, table_ids, unique, wait_for
 
-N_EVENTS = 80_000
+#: Four batches of 10,000 (`max_offsets_per_trigger`): the kills land after a batch, inside a commit
+#: and at a random moment with batches still to come; more events would only make each batch longer.
+N_EVENTS = 40_000
+PER_BATCH = 10_000
 BAD_EVERY = 1000
 
 
 def test_sigkill_three_times_then_exactly_once(kafka, spark, make_pipeline, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    rng = random.Random(int(os.environ.get("ICETIDE_CRASH_SEED", time.time())))
+    seed = int(os.environ.get("ICETIDE_CRASH_SEED", time.time()))
+    print(f"seed {seed}")
+    rng = random.Random(seed)
     topic, table = unique("crash"), f"it.{unique('crash')}"
     create_topic(kafka.bootstrap, topic, 4)
     produced = produce(kafka.bootstrap, topic, sample_values(N_EVENTS, bad_every=BAD_EVERY), partitions=4)
     assert produced.good + produced.bad == N_EVENTS
-    cfg = make_pipeline(topic, table)
+    cfg = make_pipeline(topic, table, source__max_offsets_per_trigger=PER_BATCH)
     log = tmp_path / "run.log"
     kills: list[str] = []
 
@@ -74,11 +79,15 @@ def test_sigkill_between_two_tables_of_one_batch_then_every_table_exactly_once( 
     topic = f"kx-{ns[3:]}"
     create_topic(kafka.bootstrap, topic, 4)
     kinds = [f"k{i}" for i in range(8)]
-    rng = random.Random(int(os.environ.get("ICETIDE_CRASH_SEED", time.time())))
-    records = [{"id": f"m{i}", "kind": kinds[rng.randrange(len(kinds))], "n": i} for i in range(60_000)]
+    seed = int(os.environ.get("ICETIDE_CRASH_SEED", time.time()))
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    # eight batches of 4,000 over eight tables: every batch writes every table, so a kill can land
+    # between two of them in any batch, and the restarted run still has batches left to kill
+    records = [{"id": f"m{i}", "kind": kinds[rng.randrange(len(kinds))], "n": i} for i in range(32_000)]
     send(kafka.bootstrap, topic, [dumps(r) for r in records], 4)
     cfg = routed_config(kafka, lake, tmp_path, ns, topic)
-    text = cfg.read_text().replace("max_offsets_per_trigger: 20000", "max_offsets_per_trigger: 8000")
+    text = cfg.read_text().replace("max_offsets_per_trigger: 20000", "max_offsets_per_trigger: 4000")
     cfg.write_text(text + "\n")
     import yaml
 

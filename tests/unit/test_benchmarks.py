@@ -72,3 +72,11 @@ def test_avro_benchmark_encodes_the_wire_format_and_reports_ratios() -> None:
                    "results": [res("icetide JSON", 100.0), res("icetide Avro", 150.0),
                                res("vanilla from_avro", 300.0)]})
     assert "| icetide JSON | 100 | 1.50× |" in md and "| vanilla from_avro | 300 | 0.50× |" in md
+
+
+def test_one_jvm_splits_scripts_and_their_arguments() -> None:
+    from benchmarks.one_jvm import runs
+
+    assert runs(["benchmarks.expiry.run", "--rounds", "1", "--", "benchmarks.manifests.run", "--", "--"]) == [
+        ["benchmarks.expiry.run", "--rounds", "1"], ["benchmarks.manifests.run"]]
+    assert runs([]) == []

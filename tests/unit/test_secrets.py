@@ -116,3 +116,26 @@ def test_item14_secrets_in_the_maintenance_log_are_scrubbed() -> None:
     (row,) = log_rows([(step, rec)])
     assert all(CANARY not in str(v) for v in row.values()), row
     assert "raw" in row["error"] and "echo" in row["result"]
+
+
+def test_the_maintenance_log_masks_secrets_json_escapes_and_never_keeps_half_of_one() -> None:
+    """#41 (8): a secret with characters JSON escapes (a quote, a backslash, non-ASCII) is masked in
+    the action log's JSON columns, and a result cut to its size limit is cut after masking, so the
+    cut cannot leave the start of a secret behind."""
+    from icetide.maintenance.executor import LOG_SCHEMA, ActionRecord, log_rows
+    from icetide.maintenance.planner import Step
+
+    secret = 'pa"ss\\wörd-' + CANARY
+    secrets.register(secret)
+    step = Step(table="db.t", action="rewrite_data_files", reason=f"uri with {secret}", figures={},
+                expected="", args={"where": f"x = '{secret}'"})
+    near_limit = [{"pad": "x" * (100_000 - 20), "error": secret}]  # the secret straddles the 100,000 cut
+    record = ActionRecord(table="db.t", step="rewrite_data_files", outcome="failed", started_at_ms=0,
+                          result=near_limit, error=f"failed: {secret}")
+    [row] = log_rows([(step, record)])
+    assert set(row) == set(LOG_SCHEMA.fieldNames())
+    for column in ("reason", "arguments", "result", "error"):
+        text = row[column]
+        assert CANARY not in text and "pa\\\"ss" not in text and "pa\"ss" not in text, (column, text[-200:])
+    assert secrets.MASK in row["arguments"] and len(row["result"]) <= 100_000
+    assert not row["result"].endswith(('pa\\"', "pa\\", "pa")), row["result"][-40:]

@@ -121,6 +121,16 @@ def operations(cdc: CdcSettings, op: Column) -> Column:
             .when(op.isin([*cdc.insert_values, *cdc.update_values, *cdc.read_values]), F.lit("upsert")))
 
 
+def key_row() -> Column:
+    """A Debezium change's Kafka key as row JSON: the key's object (Debezium's JSON converter writes
+    the key columns as one), or its ``payload`` object (``schemas.enable=true``); null when the key
+    is missing or not a JSON object."""
+    key = F.ltrim(F.col("_kafka_key").cast("string"))
+    payload = F.get_json_object(key, "$.payload")
+    return (F.when(F.ltrim(payload).startswith("{"), payload)
+            .when(key.startswith("{") & F.get_json_object(key, "$.schema").isNull(), key))
+
+
 def unwrap(rows: DataFrame, cdc: CdcSettings) -> DataFrame:
     """Keep the original bytes for dead letters; ``value`` becomes the row; add operation and ordering."""
     f = _fields(cdc)
@@ -128,7 +138,16 @@ def unwrap(rows: DataFrame, cdc: CdcSettings) -> DataFrame:
     env = F.col("_cdc_env")
     op = _pick(env, f["op"])
     norm = operations(cdc, op)
-    row = F.when(norm == "delete", env["before"]).otherwise(env["after"]) if cdc.format == "debezium" else _text()
+    if cdc.format == "debezium":
+        # A delete's row is its `before`; PostgreSQL's REPLICA IDENTITY NOTHING (or DEFAULT without the
+        # key in `before`) leaves it null, and then the key comes from the Kafka key, where Debezium
+        # puts the key columns. Never a null value: that would count as a Kafka tombstone, and the row
+        # would stay. No key there either: an empty row, a `missing_key` dead letter.
+        before = F.coalesce(env["before"], key_row(), F.lit("{}")) if "_kafka_key" in rows.columns \
+            else F.coalesce(env["before"], F.lit("{}"))
+        row = F.when(norm == "delete", before).otherwise(env["after"])
+    else:
+        row = _text()
     ordering = _pick(env, f["ordering"]).try_cast(ordering_type(cdc))
     return (rows.withColumn(RAW, F.col("value")).withColumn(OP, norm).withColumn(ORDERING, ordering)
             .withColumn("_cdc_op_raw", op)
@@ -175,7 +194,8 @@ def latest_per_key(changes: DataFrame, cdc: CdcSettings) -> DataFrame:
     """The newest change per key in this batch, by (ordering, position); adds ``_cdc_position``."""
     w = Window.partitionBy(*[F.col(quote(k)) for k in cdc.primary_key]).orderBy(
         F.col(ORDERING).desc(), F.col("_kafka_offset").desc(), F.col("_kafka_partition").desc())
-    return (changes.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") == 1).drop("_rn")
+    # helper names under the reserved _cdc_ prefix: no record field can have them (reserved_field)
+    return (changes.withColumn("_cdc_rn", F.row_number().over(w)).where(F.col("_cdc_rn") == 1).drop("_cdc_rn")
             .withColumn(POSITION, position()))
 
 
@@ -218,16 +238,16 @@ def not_buried(changes: DataFrame, tombstones: DataFrame | None, cdc: CdcSetting
     if tombstones is None:
         return changes
     pos = F.col(POSITION) if POSITION in tombstones.columns else F.lit(None).cast(POSITION_TYPE)
-    keys = {k: f"_tb_{i}" for i, k in enumerate(cdc.primary_key)}
+    keys = {k: f"_cdc_tb_{i}" for i, k in enumerate(cdc.primary_key)}  # reserved: no record field's name
     t = (tombstones.groupBy(*[F.col(quote(k)).alias(a) for k, a in keys.items()])
-         .agg(F.max(F.struct(F.col(ORDERING).alias("o"), pos.alias("p"))).alias("_tb")))
+         .agg(F.max(F.struct(F.col(ORDERING).alias("o"), pos.alias("p"))).alias("_cdc_tb")))
     cond = [changes[quote(k)].eqNullSafe(t[a]) for k, a in keys.items()]
     joined = changes.join(t, on=cond[0] if len(cond) == 1 else _and(cond), how="left")
     o, p = F.col(ORDERING), F.col(POSITION)
-    tb_o, tb_p = F.col("_tb.o"), F.col("_tb.p")
-    keep = (F.col("_tb").isNull() | newer(o, p, tb_o, tb_p)
+    tb_o, tb_p = F.col("_cdc_tb.o"), F.col("_cdc_tb.p")
+    keep = (F.col("_cdc_tb").isNull() | newer(o, p, tb_o, tb_p)
             | ((F.col(OP) == "delete") & (deletes_over(o, p, tb_o, tb_p) | ((o == tb_o) & (p == tb_p)))))
-    return joined.where(keep).drop(*keys.values(), "_tb")
+    return joined.where(keep).drop(*keys.values(), "_cdc_tb")
 
 
 def _and(cols: list[Column]) -> Column:

@@ -289,7 +289,8 @@ def log_rows(done: list[tuple[Step, ActionRecord]]) -> list[dict[str, Any]]:
             "table_name": r.table, "step": r.step, "outcome": r.outcome, "reason": scrub(s.reason),
             "figures": json.dumps(s.figures), "expected": s.expected,
             "arguments": scrub(json.dumps({"args": s.args, "options": s.options, "partitions": s.partitions})),
-            "result": scrub(json.dumps(r.result, default=str)[:100_000]), "files_in": r.files_in,
+            # cut after scrubbing: a cut through a secret would leave its start unmasked
+            "result": scrub(json.dumps(r.result, default=str))[:100_000], "files_in": r.files_in,
             "files_out": r.files_out, "bytes_in": r.bytes_in, "attempts": r.attempts,
             "seconds": r.seconds, "error": scrub(r.error) if r.error else r.error,
         })

@@ -11,6 +11,7 @@ Confluent's own default.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import tarfile
@@ -29,24 +30,30 @@ RUNNER = "apicurio-registry-app-3.0.9-runner.jar"
 
 
 def _app_dir() -> Path:
-    """The unpacked Apicurio application (shared by every registry port)."""
+    """The unpacked Apicurio application (shared by every registry port). Unpacked under a file lock,
+    so that registries started at once (tests side by side, two `icetide dev up`) unpack it once."""
     out = paths.home() / "registry" / "app"
     if (out / RUNNER).exists():
         return out
     archives = [j for j in jvm.jar_dir("registry").glob("apicurio-registry-app-*.tar.gz")]
     if not archives:
         raise SetupError(f"the schema registry is not in {jvm.jar_dir('registry')}; run `icetide setup`")
-    tmp = out.with_name("app.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    with tarfile.open(archives[0]) as tar:
-        tar.extractall(tmp, filter="data")
-    runners = list(tmp.rglob(RUNNER))
-    if not runners:
-        raise SetupError(f"{archives[0].name} holds no {RUNNER}")
-    shutil.rmtree(out, ignore_errors=True)
-    runners[0].parent.rename(out)
-    shutil.rmtree(tmp, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / "app.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / RUNNER).exists():  # another process unpacked it while this one waited
+            return out
+        tmp = out.with_name("app.partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        with tarfile.open(archives[0]) as tar:
+            tar.extractall(tmp, filter="data")
+        runners = list(tmp.rglob(RUNNER))
+        if not runners:
+            raise SetupError(f"{archives[0].name} holds no {RUNNER}")
+        shutil.rmtree(out, ignore_errors=True)
+        runners[0].parent.rename(out)
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
