@@ -49,10 +49,10 @@ def test_two_runs_and_a_zombie_land_every_record_once(kafka, spark, lake, tmp_pa
 
     # 2) the writer pauses (a zombie); the standby takes over while more records arrive
     writer, writer_log, standby_log = (b, log_b, log_a) if _standing_by(log_a) else (a, log_a, log_b)
+    pos = standby_log.stat().st_size  # before the pause: the takeover may come while the records are produced
     os.killpg(writer.pid, signal.SIGSTOP)
     second = produce(kafka.bootstrap, topic, sample_values(SECOND, bad_every=1000, seed=12, first_id=FIRST),
                      partitions=4)
-    pos = standby_log.stat().st_size
     wait_for(standby_log, "taking over", pos, timeout=120)
     # a batch that wrote rows into the table, not one that only found records the writer had already
     # committed (a writer paused between its table and dead-letter commits leaves such a batch first,
