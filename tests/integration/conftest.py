@@ -35,7 +35,11 @@ if TEST_JVM_OPTS and "SPARK_SUBMIT_OPTS" not in os.environ:
 
 @pytest.fixture(scope="session")
 def kafka() -> Iterator[LocalKafka]:
-    broker = LocalKafka(port=int(os.environ.get("ICETIDE_TEST_KAFKA_PORT") or free_port_pair()))
+    fixed = os.environ.get("ICETIDE_TEST_KAFKA_PORT")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    # a fixed port per worker (its own broker: a worker's reset must not stop another's)
+    port = int(fixed) + 2 * int(worker or 0) if fixed else free_port_pair()
+    broker = LocalKafka(port=port)
     broker.reset()
     broker.start()
     yield broker

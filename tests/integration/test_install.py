@@ -32,7 +32,8 @@ def test_wheel_in_a_new_venv_sets_up_and_runs_the_demo_from_an_empty_folder(tmp_
     empty = tmp_path / "somewhere-else"
     empty.mkdir()
     cache = tmp_path / "xdg-cache"
-    env = {k: v for k, v in os.environ.items() if k not in ("ICETIDE_HOME", "PYTHONPATH", "VIRTUAL_ENV")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ICETIDE_HOME", "PYTHONPATH", "VIRTUAL_ENV", "SPARK_SUBMIT_OPTS")}  # a user's defaults
     env.update(XDG_CACHE_HOME=str(cache), PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", COLUMNS="400")
     icetide = str(venv / "bin" / "icetide")
     setup = _run([icetide, "setup"], 900, cwd=empty, env=env)

@@ -129,7 +129,8 @@ def test_the_maintenance_log_masks_secrets_json_escapes_and_never_keeps_half_of_
     secrets.register(secret)
     step = Step(table="db.t", action="rewrite_data_files", reason=f"uri with {secret}", figures={},
                 expected="", args={"where": f"x = '{secret}'"})
-    near_limit = [{"pad": "x" * (100_000 - 20), "error": secret}]  # the secret straddles the 100,000 cut
+    # `[{"pad": "` + pad + `", "error": "` puts the escaped secret at 99,983..100,016: across the cut
+    near_limit = [{"pad": "x" * (100_000 - 40), "error": secret}]
     record = ActionRecord(table="db.t", step="rewrite_data_files", outcome="failed", started_at_ms=0,
                           result=near_limit, error=f"failed: {secret}")
     [row] = log_rows([(step, record)])

@@ -97,7 +97,11 @@ def _log_options(conf: dict[str, str]) -> None:
     try:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         props = log_file.parent / "log4j2-spark.properties"
-        props.write_text(jvm.log4j2_properties(log_file))
+        # written aside, then renamed: a JVM starting at the same moment (another pipeline, a test
+        # worker) reads the old file or the new one, never half of it
+        tmp = props.with_name(f".{props.name}.{os.getpid()}")
+        tmp.write_text(jvm.log4j2_properties(log_file))
+        os.replace(tmp, props)
     except OSError as e:
         log.warning("Spark's log stays on the terminal: cannot write %s (%s)", log_file.parent, e.strerror)
         return
