@@ -115,7 +115,7 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
         ns = cfg.target.table.split(".")[0]
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cfg.catalog.name}.{ns}")
         props = ""
-        if system == "vanilla-tuned":
+        if system.startswith("vanilla-tuned"):
             props = " TBLPROPERTIES (" + ", ".join(
                 f"'{k}'='{v}'" for k, v in cfg.target.table_properties().items()) + ")"
         if system == "vanilla-by-route":  # the fan-out's fair baseline: one table, a partition per route
@@ -152,7 +152,7 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
         SELECT percentile_approx(unix_millis(s.committed_at) - unix_millis(r.ts), array(0.5, 0.99)) AS p
         FROM rows r JOIN added a ON r.f = a.f JOIN snaps s ON a.snapshot_id = s.snapshot_id
     """).first()
-    files = spark.sql(f"SELECT count(*) FROM {table}.files").first()[0]
+    files, data_bytes = spark.sql(f"SELECT count(*), sum(file_size_in_bytes) FROM {table}.files").first()
     rewrites = 0
     log_table = f"{cfg.catalog.name}.{cfg.maintenance.log_table}"
     if cfg.maintenance.in_run and spark.catalog.tableExists(log_table):
@@ -167,7 +167,7 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
             "steady_events_per_s": round(steady * count / processed, 1) if steady and processed else steady,
             "jvm_cpu_s_per_m_events": round(cpu / processed * 1e6, 1), "trigger": cfg.stream.trigger_interval,
             "freshness_ms_p50": fresh[0][0],
-            "freshness_ms_p99": fresh[0][1], "data_files": files,
+            "freshness_ms_p99": fresh[0][1], "data_files": files, "data_bytes": data_bytes,
             "maintenance_rewrites": rewrites, "wall_s": round(time.time() - started, 1),
             **({"batch_phases": phases.batches} if phases is not None else {})}
 

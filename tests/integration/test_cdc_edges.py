@@ -100,3 +100,37 @@ def test_a_changes_own_fields_named_like_the_helper_columns_are_kept(spark) -> N
     assert sorted(kept.columns) == sorted(latest.columns) and POSITION in kept.columns
     rows = {r["id"]: (r["_rn"], r["_TB"], r["_tb_0"]) for r in kept.collect()}
     assert rows == {1: ("r-new", "t-new", "z-new"), 3: ("r-3", "t-3", "z-3")}, rows
+
+
+def test_a_debezium_change_without_a_readable_after_is_never_a_skipped_tombstone(spark) -> None:  # type: ignore[no-untyped-def]
+    """#41 review: a change that is not a delete and has no readable ``after`` (op ``t``/``m``, a null
+    ``after``, a malformed or non-object value) keeps a value, so it is parsed and dead-lettered by
+    class, never counted as a Kafka tombstone; only a null Kafka value is one. A key whose own column
+    is named ``schema`` is the key, not the converter's envelope. On the session's Spark, no pipeline run."""
+
+    from icetide.config.target import CdcSettings
+    from icetide.ingest.cdc import OP, key_row, unwrap
+
+    cdc = CdcSettings(format="debezium", primary_key=["id"], ordering="source.lsn")
+    values = {
+        "truncate": '{"op":"t","before":null,"after":null,"source":{"lsn":5}}',
+        "message": '{"op":"m","source":{"lsn":6},"message":{"prefix":"x"}}',
+        "create without after": '{"op":"c","before":null,"after":null,"source":{"lsn":7}}',
+        "malformed": '{"op":"c","after":{"id":1',
+        "not an object": '[1,2,3]',
+        "tombstone": None,
+        "good": '{"op":"u","before":null,"after":{"id":3,"v":"x"},"source":{"lsn":9}}',
+    }
+    rows = spark.createDataFrame(
+        [(k, None if v is None else v.encode(), b'{"schema":"s1","id":3}') for k, v in values.items()],
+        "k STRING, value BINARY, _kafka_key BINARY")
+    got = {r["k"]: (r["value"], r[OP]) for r in unwrap(rows, cdc).select("k", "value", OP).collect()}
+    assert got["tombstone"][0] is None
+    for k in values:
+        if k != "tombstone":
+            assert got[k][0] is not None, f"{k}: its value was dropped (it would be skipped as a tombstone)"
+    assert got["truncate"][1] is None and got["message"][1] is None  # unknown_operation dead letters
+    assert bytes(got["good"][0]) == b'{"id":3,"v":"x"}'
+    keys = spark.createDataFrame([('{"schema":"s1","id":3}',), ('{"schema":{"type":"struct"},"payload":{"id":4}}',),
+                                  ('{"schema":{"type":"struct"},"payload":null}',), ("[1]",)], "_kafka_key STRING")
+    assert [r[0] for r in keys.select(key_row()).collect()] == ['{"schema":"s1","id":3}', '{"id":4}', None, None]

@@ -33,6 +33,11 @@ def _target(**kw: Any) -> dict[str, Any]:
      "p.yaml: target.tables.raw.*.partition_by: bucket(8, user) needs column 'user'"),
     ({"schema": "id STRING, ts TIMESTAMPX"},
      "p.yaml: target.schema: not a Spark DDL schema: unknown type 'TIMESTAMPX' at position 15"),
+    ({"schema": "id STRING, _CDC_rn BIGINT"},
+     "p.yaml: target.schema: column '_CDC_rn': names starting with _icetide_ or _cdc_ (any case) are icetide's own; "
+     "rename the column"),
+    ({"tables": {"raw.x": {"schema": "id STRING, _icetide_x INT"}}},
+     "p.yaml: target.tables: override 'raw.x': schema: column '_icetide_x': names starting with _icetide_ or _cdc_"),
     ({"tables": {"raw.x": {"schema": "id STRIN"}}},
      "p.yaml: target.tables: override 'raw.x': schema: not a Spark DDL schema: unknown type 'STRIN'"),
 ])

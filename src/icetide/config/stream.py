@@ -77,6 +77,12 @@ class StreamSettings(Strict):
         "only shapes it is known to fit; new tables, new shapes and bad records then take the usual two passes. "
         "false: always two passes",
     )
+    decode_in_task: bool = Field(
+        default=True,
+        description="In the one pass, decode each JSON value in the write task, once, from its UTF-8 bytes (its "
+        "checks, shape and row from one token stream, with Spark's own converter); false: Spark expressions "
+        "(a check UDF, then from_json). Same rows and dead letters either way",
+    )
     batch_log_table: TableId | None = Field(
         default="icetide.ingest_batches",
         description="namespace.table keeping per-batch metrics per table (null: log only)",

@@ -112,9 +112,13 @@ class TablePolicy(Strict):
     def _schema(cls, v: str | None) -> str | None:
         if v is not None:
             try:
-                parse_schema(v)
+                columns = parse_schema(v)
             except DdlError as e:
                 raise ValueError(f"not a Spark DDL schema: {e}") from None
+            for c in columns:  # icetide's own columns: a record can never set them (checks.RESERVED_PREFIXES)
+                if c.name.lower().startswith(("_icetide_", "_cdc_")):
+                    raise ValueError(f"column {c.name!r}: names starting with _icetide_ or _cdc_ (any case) are "
+                                     "icetide's own; rename the column")
         return v
 
     def column_problems(self, extra: dict[str, DdlType]) -> list[tuple[str, str]]:

@@ -123,12 +123,14 @@ def operations(cdc: CdcSettings, op: Column) -> Column:
 
 def key_row() -> Column:
     """A Debezium change's Kafka key as row JSON: the key's object (Debezium's JSON converter writes
-    the key columns as one), or its ``payload`` object (``schemas.enable=true``); null when the key
-    is missing or not a JSON object."""
+    the key columns as one), or its ``payload`` object (``schemas.enable=true``: the key is exactly
+    ``{"schema", "payload"}``); null when the key is missing or not a JSON object."""
     key = F.ltrim(F.col("_kafka_key").cast("string"))
+    # the converter's envelope has exactly these two fields; a key column may be named `schema`
+    envelope = F.array_sort(F.json_object_keys(key)) == F.array(F.lit("payload"), F.lit("schema"))
     payload = F.get_json_object(key, "$.payload")
-    return (F.when(F.ltrim(payload).startswith("{"), payload)
-            .when(key.startswith("{") & F.get_json_object(key, "$.schema").isNull(), key))
+    return (F.when(envelope, F.when(F.ltrim(payload).startswith("{"), payload))
+            .when(key.startswith("{"), key))
 
 
 def unwrap(rows: DataFrame, cdc: CdcSettings) -> DataFrame:
@@ -145,7 +147,14 @@ def unwrap(rows: DataFrame, cdc: CdcSettings) -> DataFrame:
         # would stay. No key there either: an empty row, a `missing_key` dead letter.
         before = F.coalesce(env["before"], key_row(), F.lit("{}")) if "_kafka_key" in rows.columns \
             else F.coalesce(env["before"], F.lit("{}"))
-        row = F.when(norm == "delete", before).otherwise(env["after"])
+        # Nor for any other change: a change with no readable `after` (an operation icetide does not
+        # apply, such as `t` or `m`; a malformed or non-object value) is parsed as it came, and so
+        # becomes a dead letter of its class, never a skipped tombstone.
+        # (A JSON object without `after` becomes `{}`, never the envelope itself: a key named like an
+        # envelope field would otherwise read the envelope's value.)
+        not_object = F.get_json_object(_text(), "$").isNull() | ~F.ltrim(_text()).startswith("{")
+        row = F.when(norm == "delete", before).otherwise(
+            F.coalesce(env["after"], F.when(not_object, _text()), F.lit("{}")))
     else:
         row = _text()
     ordering = _pick(env, f["ordering"]).try_cast(ordering_type(cdc))

@@ -13,7 +13,8 @@ reach inference, routing or a table:
   resolve column names ignoring case; against the table's columns, evolution applies the same rule);
 - ``reserved_field``: a top-level name starting with ``_kafka_``, ``_icetide_`` or ``_cdc_``
   (icetide's own columns), in any case;
-- ``invalid_utf8``: bytes that are not UTF-8 (Spark would silently replace them with U+FFFD);
+- ``invalid_utf8``: bytes that are not well-formed UTF-8, overlong forms and encoded surrogates included
+  (Spark would silently replace them with U+FFFD);
 - ``non_finite_number``: ``NaN``/``Infinity`` as a number (not JSON; Spark's ``from_json`` would take
   them but its ``get_json_object``, used for routing, reads the record as not JSON at all);
 - ``invalid_field``: an empty field name (Spark's inference drops it: its value would be lost).

@@ -55,6 +55,32 @@ class Written:
     ts_max: int | None
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """How :meth:`MultiTableWrite.run_decoded` decodes and lays out rows (see ``MultiTableWrite.runDecoded``)."""
+
+    group_of: list[int]  # per table of the order: its record type in ``types``
+    types: list[str]  # record types (JSON), what from_json would be given
+    layout: list[int]  # per table and column: record field (>= 0), frame column k (-1 - k), or NULL
+    time_zone: str
+    max_depth: int
+    max_fields: int
+    reserved: tuple[str, ...]
+    max_value_bytes: int
+    max_shapes: int
+    sample: bool
+    # routing by a JSON field, read by the decoder (see MultiTableWrite.runDecoded); None: by the frame's idx
+    route_path: list[str] | None = None
+    namespace_pieces: list[str] | None = None
+    table_pieces: list[str] | None = None
+    route_tables: list[str | None] | None = None
+    fallback: Column | None = None
+
+
+#: In a :class:`Decoding` layout: the column is null.
+NULL = -(2**31)
+
+
 class MultiTableWrite:
     """Python handle on one job: :meth:`add` tables (from any thread), :meth:`run` once, then
     :meth:`commit` each (from any thread). Tables are named ``namespace.table``."""
@@ -95,6 +121,37 @@ class MultiTableWrite:
             names[i] = t
             columns[i] = c
         self._j.runRouted(frame._jdf, names, columns, max_shapes, sample_column)
+
+    def run_decoded(self, frame: DataFrame, order: list[str], decoding: Decoding) -> None:
+        """Write the tables of ``order`` from one frame (idx, ts, value, Kafka columns) in one job, each
+        JSON value decoded in the write task, once, for its checks, shape and row. Nothing is committed."""
+        g, jvm = self._gateway, self._jvm
+
+        def ints(xs: list[int]) -> Any:
+            out = g.new_array(jvm.int, len(xs))
+            for i, x in enumerate(xs):
+                out[i] = x
+            return out
+
+        def strings(xs: list[str] | tuple[str, ...]) -> Any:
+            out = g.new_array(jvm.java.lang.String, len(xs))
+            for i, x in enumerate(xs):
+                out[i] = x
+            return out
+
+        d = decoding
+        route: list[Any] = [None] * 5
+        if d.route_path is not None:
+            assert d.namespace_pieces is not None and d.table_pieces is not None
+            assert d.route_tables is not None and d.fallback is not None
+            tables = g.new_array(jvm.java.lang.String, len(d.route_tables))
+            for i, x in enumerate(d.route_tables):
+                tables[i] = x
+            route = [strings(d.route_path), strings(d.namespace_pieces), strings(d.table_pieces), tables,
+                     d.fallback._jc]  # type: ignore[attr-defined]
+        self._j.runDecoded(frame._jdf, strings(order), ints(d.group_of), strings(d.types), ints(d.layout),
+                           d.time_zone, d.max_depth, d.max_fields, strings(d.reserved), d.max_value_bytes,
+                           d.max_shapes, d.sample, *route)
 
     def samples(self, table: str, shapes: list[int]) -> list[str] | None:
         """A record value (text) of each of ``shapes`` of ``table`` in the routed job; None if one has none."""

@@ -22,6 +22,7 @@ Invariant: a table is committed by exactly one of the two passes in a batch, wit
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -33,7 +34,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from icetide.ingest import decode, evolution, inference, multi_write, names, routing, shapes
+from icetide.ingest import checks, decode, evolution, inference, multi_write, names, routing, shapes
 from icetide.ingest.ledger import Pending
 from icetide.ingest.strategies import BatchContext, Strategy
 from icetide.lake.tables import ensure_namespace
@@ -93,6 +94,56 @@ def frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, max_value
     return framed, struct_of, len(out) if sample else -1
 
 
+def decoded_frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, by_field: bool = False
+                  ) -> tuple[DataFrame, list[int], list[str], list[int]] | None:
+    """``rows`` (routed without the record checks, with ``_kafka_*`` and ``value``) as the frame
+    ``runDecoded`` takes: (idx, ts, value, Kafka columns), then each target's record type (targets
+    with the same one share a decoder), the types, and each target's layout (which record field or
+    Kafka column each table column holds). None when a table column's type is not its record
+    field's (the expression path casts; the decoder does not). ``by_field``: the decoder routes
+    each record by the routing field it reads (no table column; ``_kafka_topic`` for templates)."""
+    kafka = list(decode.KAFKA_COLUMNS) if kafka_columns else []
+    groups: dict[str, int] = {}
+    group_of: list[int] = []
+    layout: list[int] = []
+    for t in targets:
+        parsed = names.record_type(t.schema) if names.renamed(t.schema) else t.schema
+        assert isinstance(parsed, StructType)
+        group_of.append(groups.setdefault(parsed.json(), len(groups)))
+        fields = {f.name: (i, f.dataType) for i, f in enumerate(t.schema.fields)}
+        for f in t.full_schema.fields:
+            if f.name in fields:
+                i, dtype = fields[f.name]
+                if dtype != f.dataType:
+                    return None
+                layout.append(i)
+            elif f.name in kafka:
+                layout.append(-1 - (3 + kafka.index(f.name)))
+            else:
+                layout.append(multi_write.NULL)
+    app = rows.sparkSession.sparkContext.applicationId
+    extra = [F.col(c).cast("string").alias(c) if c == "_kafka_key" else F.col(c) for c in kafka]
+    if by_field:  # routed by the decoder (one record type): the frame has no table column, Spark reads no field
+        idx = F.lit(None).cast("int").alias(IDX)
+        if "_kafka_topic" not in kafka:
+            extra.append(F.col("_kafka_topic"))
+    else:
+        idx = _index(app, tuple(t.table for t in targets))
+    framed = rows.select(idx, F.unix_millis("_kafka_timestamp").alias("ts"), F.col("value"), *extra)
+    return framed, group_of, list(groups), layout
+
+
+@functools.lru_cache(maxsize=64)
+def _index(app: str, tables: tuple[str, ...]) -> Column:
+    """Each record's table as its position in ``tables`` (null: none of them), built once."""
+    table = F.col(routing.TABLE)
+    expr: Column | None = None
+    for i, name in enumerate(tables):
+        expr = F.when(table == F.lit(name), F.lit(i)) if expr is None else expr.when(table == F.lit(name), F.lit(i))
+    assert expr is not None
+    return expr.cast("int").alias(IDX)
+
+
 @functools.lru_cache(maxsize=64)
 def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: bool, max_value_bytes: int
              ) -> tuple[Column, list[Column], list[Column], list[int]]:
@@ -142,8 +193,10 @@ class OnePass(Strategy):
         self._unsettled: dict[str, str] = {}
         self._drifted = -SAMPLE_BATCHES - 1  # the last batch in which a table met shapes it was not known to fit
 
-    def write(self, rows: DataFrame, ctx: BatchContext) -> Result | None:
-        """Write the records of recently written tables in one pass; None when no table qualifies."""
+    def write(self, rows: DataFrame, ctx: BatchContext, plain: DataFrame | None = None) -> Result | None:
+        """Write the records of recently written tables in one pass; None when no table qualifies.
+        ``plain``: the batch routed without the record checks, for a pass that decodes each value
+        in the write task (the checks are the decoder's); else ``rows`` is parsed with expressions."""
         cfg, t, pre = self.cfg, self.cfg.target, self.preparer
         if (t.evolve_schema and shapes.SHAPE not in rows.columns) or pre.formats.avro is not None:
             return None  # the one pass parses JSON only
@@ -186,14 +239,36 @@ class OnePass(Strategy):
         # for the copy; a new shape then takes the usual path once, and the next batches sample again.
         sample = t.evolve_schema and (ctx.batch_id <= self._drifted + SAMPLE_BATCHES
                                       or any(not pre.shapes.knows(x, pre.schema(x)) for x in order))
-        framed, struct_of, sample_column = frame(rows, targets, t.kafka_metadata_columns,
-                                                 cfg.source.max_value_bytes, sample)
+        src = cfg.source
+        by_field = t.route is not None and t.route.by == "field" and len({x.schema.json() for x in targets}) == 1
+        decoded = (decoded_frame(plain, targets, t.kafka_metadata_columns, by_field)
+                   if plain is not None and cfg.stream.decode_in_task else None)
+        if decoded is None:
+            framed, struct_of, sample_column = frame(rows, targets, t.kafka_metadata_columns,
+                                                     src.max_value_bytes, sample)
+        else:
+            framed, group_of, types, layout = decoded
+            decoding = multi_write.Decoding(
+                group_of, types, layout, self.spark.conf.get("spark.sql.session.timeZone") or "UTC",
+                src.max_depth, src.max_fields, checks.RESERVED_PREFIXES, src.max_value_bytes, shapes.MAX_SHAPES,
+                sample)
+            if by_field:
+                assert t.route is not None and t.route.name is not None
+                ns_pieces, table_pieces = routing.template_pieces(t.route)
+                decoding = dataclasses.replace(
+                    decoding, route_path=t.route.name.split("."), namespace_pieces=ns_pieces,
+                    table_pieces=table_pieces,
+                    route_tables=[x if routing.allowed_table(t.route, x, pre.reserved) else None for x in order],
+                    fallback=routing.table_column(t.route, pre.reserved, src.max_value_bytes))
         ctx.lap("one_pass_plan")
         qualified = [self.q(x) for x in order]
         self.ledger.mark(qualified, ctx.since_ms or int(time.time() * 1000))
         try:
             log.info("writing batch %s to %d tables in one pass", ctx.batch_id, len(order))
-            job.run_routed(framed, order, struct_of, shapes.MAX_SHAPES, sample_column)
+            if decoded is None:
+                job.run_routed(framed, order, struct_of, shapes.MAX_SHAPES, sample_column)
+            else:
+                job.run_decoded(framed, order, decoding)
         except BaseException:
             self.ledger.clear(qualified)
             raise
@@ -203,7 +278,7 @@ class OnePass(Strategy):
         written = {x: job.written(x) for x in order}
         unsure = [x for x in order if t.evolve_schema and written[x].good + written[x].bad > 0
                   and not pre.shapes.covers(x, pre.schema(x), job.shapes(x))]
-        settled = self._fits(unsure, job) if sample_column >= 0 and unsure else set()
+        settled = self._fits(unsure, job) if sample and unsure else set()
         if settled:
             result.inferred = sorted(settled)
             self._drifted = ctx.batch_id
@@ -218,7 +293,7 @@ class OnePass(Strategy):
             job.abort(x)  # no record, or a shape the table may not fit: the usual path infers it
             self.ledger.clear([self.q(x)])
             result.rest = result.rest or w.good + w.bad > 0
-        if sample_column >= 0:
+        if sample:
             ctx.lap("one_pass_shapes")
 
         def commit(table: str) -> multi_write.Written:

@@ -11,6 +11,7 @@ Records that fail any check are dead letters (``missing_route``, ``invalid_route
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -76,6 +77,71 @@ def _render(route: RouteSettings, value: Column) -> tuple[Column, Column]:
     return render(ns), render(table)
 
 
+def _table(route: RouteSettings, raw: Column, reserved: set[str]) -> tuple[Column, Column, Column]:
+    """(routing value allowed, rendered namespace.table, table allowed) for routing value ``raw``."""
+    if route.by == "topic":
+        value = F.lower(F.regexp_replace(F.col("_kafka_topic"), r"[.\-]", "_"))
+        value_ok = F.lit(True)
+    else:
+        value = F.lower(raw)
+        value_ok = raw.rlike(VALUE_PATTERN)
+    ns, name = _render(route, value)
+    table = F.concat(ns, F.lit("."), name)
+    allowed = sorted(route.namespaces or [])
+    name_ok = (
+        ns.rlike(PART_PATTERN) & name.rlike(PART_PATTERN)
+        & ~name.isin(sorted(SQL_RESERVED)) & ns.isin(allowed) & ~name.endswith(TOMBSTONE_SUFFIX)
+        & ~table.isin(sorted(reserved))
+    )
+    return value_ok, table, name_ok
+
+
+def table_column(route: RouteSettings, reserved: set[str], max_value_bytes: int) -> Column:
+    """Each JSON record's table as :func:`with_route` (without a verdict) gives it, in one
+    expression over the Kafka columns (the routing value read wherever it is needed): what the one
+    pass evaluates for the records its own reading of the routing field cannot vouch for."""
+    raw = raw_value(route)
+    value_ok, table, name_ok = _table(route, raw, reserved)
+    null_value = F.col("value").isNull() if route.by == "field" else F.lit(False)
+    return (F.when(null_value, F.lit(None).cast("string"))
+            .when(F.length("value") == 0, F.lit(None).cast("string"))
+            .when(F.length("value") > max_value_bytes, F.lit(None).cast("string"))
+            .when(raw.isNull(), F.lit(None).cast("string"))
+            .when(~value_ok | ~name_ok, F.lit(None).cast("string"))
+            .otherwise(table))
+
+
+def allowed_table(route: RouteSettings, table: str, reserved: set[str]) -> bool:
+    """Whether routing may name ``table`` at all (the rules of :func:`with_route`'s ``name_ok``)."""
+    ns, _, name = table.partition(".")
+    return (re.fullmatch(PART_PATTERN[1:-2], ns) is not None and re.fullmatch(PART_PATTERN[1:-2], name) is not None
+            and name not in SQL_RESERVED and ns in (route.namespaces or []) and not name.endswith(TOMBSTONE_SUFFIX)
+            and table not in reserved)
+
+
+def template_pieces(route: RouteSettings) -> tuple[list[str], list[str]]:
+    """The namespace and table templates as pieces: a literal, or :data:`VALUE_PIECE` /
+    :data:`TOPIC_PIECE` for a placeholder (how the JVM renders a table name, as :func:`_render`)."""
+    def pieces(part: str) -> list[str]:
+        out: list[str] = []
+        pos = 0
+        for m in PLACEHOLDER_RE.finditer(part):
+            if m.start() > pos:
+                out.append(part[pos:m.start()])
+            out.append(TOPIC_PIECE if m.group(1) == "topic" else VALUE_PIECE)
+            pos = m.end()
+        if pos < len(part):
+            out.append(part[pos:])
+        return out
+
+    ns, table = route.template_parts()
+    return pieces(ns), pieces(table)
+
+
+#: In :func:`template_pieces`: the routing value (lower case) and the topic (``.`` and ``-`` as ``_``, lower case).
+VALUE_PIECE, TOPIC_PIECE = "{value}", "{topic}"  # a template has no other braces
+
+
 def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_value_bytes: int,
                verdict: Column | None = None, value: Column | None = None) -> DataFrame:
     """Add the target table per record, or an error class and message (routing, or the record
@@ -98,20 +164,8 @@ def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_val
     json_field = route.by == "field" and value is None  # the value read from JSON text here
     rows = rows.withColumn(RAW_ROUTE, raw_value(route) if value is None else value)
     raw = F.col(RAW_ROUTE)
-    if route.by == "topic":
-        value = F.lower(F.regexp_replace(F.col("_kafka_topic"), r"[.\-]", "_"))
-        value_ok = F.lit(True)
-    else:
-        value = F.lower(raw)
-        value_ok = raw.rlike(VALUE_PATTERN)
-    ns, name = _render(route, value)
-    table = F.concat(ns, F.lit("."), name)
+    value_ok, table, name_ok = _table(route, raw, reserved)
     allowed = sorted(route.namespaces or [])
-    name_ok = (
-        ns.rlike(PART_PATTERN) & name.rlike(PART_PATTERN)
-        & ~name.isin(sorted(SQL_RESERVED)) & ns.isin(allowed) & ~name.endswith(TOMBSTONE_SUFFIX)
-        & ~table.isin(sorted(reserved))
-    )
     text = _text()
     where = (f"routing {route.by} {route.name!r}" if route.name
              else "the record name (its writer schema is unknown)" if route.by == "record_name" else "the topic")

@@ -192,6 +192,9 @@ class BatchWriter:
             waited, rows = formats.avro.client.waited_s - waited, raw
             self.counters.registry_wait_s += waited
         route = cfg.target.route
+        plain = None  # JSON: the one pass reads each value once in its write task, checks and shape included
+        if formats.avro is None and cfg.stream.one_pass_write and cfg.stream.decode_in_task:
+            plain = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes)
         rows = formats.with_scan(self.spark, formats.with_keys(rows))  # JSON: checks and shape, one read
         rows = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes,
                                   formats.verdict(self.spark, rows.columns),
@@ -207,7 +210,7 @@ class BatchWriter:
             ctx.lap.timings["registry_wait"] = round(waited, 3)
         done = None
         if cfg.stream.one_pass_write and self._multi_table_write():
-            done = self.one_pass.write(rows, ctx)
+            done = self.one_pass.write(rows, ctx, plain)
         if done is not None and not done.rest:
             return BatchResult(batch_id, sum(done.committed.values()), done.committed, 0, [],
                                time.monotonic() - started, max(done.ts_max) if done.ts_max else None,

@@ -1,14 +1,10 @@
 package io.icetide.spark;
 
-import java.io.Serializable;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.HashSet;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Dataset;
@@ -22,7 +18,6 @@ import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCatalog;
 import org.apache.spark.sql.connector.distributions.UnspecifiedDistribution;
 import org.apache.spark.sql.connector.write.BatchWrite;
-import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.LogicalWriteInfoImpl;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfoImpl;
@@ -60,63 +55,12 @@ import scala.reflect.ClassTag$;
  */
 public final class MultiTableWrite {
   private final SparkSession spark;
-  private final List<Target> targets = new ArrayList<>();
-  private final Map<String, Target> byName = new java.util.HashMap<>();
+  private final List<TableWrite> targets = new ArrayList<>();
+  private final Map<String, TableWrite> byName = new java.util.HashMap<>();
   private volatile boolean ran = false;
 
   public MultiTableWrite(SparkSession spark) {
     this.spark = spark;
-  }
-
-  /** One table's write: its frame, its connector write and, after {@link #run}, its results. */
-  private static final class Target {
-    final String name;
-    final Dataset<Row> frame; // null in routed mode
-    final int width;
-    final BatchWrite batchWrite;
-    final List<WriterCommitMessage> messages = new ArrayList<>();
-    long good;
-    long bad;
-    long tsMax = Long.MIN_VALUE;
-    HashSet<Long> shapes = new HashSet<>(); // null once more than maxShapes were seen
-    final Map<Long, byte[]> samples = new java.util.HashMap<>(); // shape → the first value of it seen
-    boolean done;
-
-    Target(String name, Dataset<Row> frame, int width, BatchWrite batchWrite) {
-      this.name = name;
-      this.frame = frame;
-      this.width = width;
-      this.batchWrite = batchWrite;
-    }
-  }
-
-  /** What one task reports back to the driver. */
-  private static final class TaskResult implements Serializable {
-    private static final long serialVersionUID = 1L;
-    final int target; // -1: the rows that named no table here
-    final WriterCommitMessage message;
-    final long good;
-    final long bad;
-    final long tsMax;
-    final long[] shapes; // null: too many
-    final long[] sampled; // shapes with a value in samples (routed mode with a sample column)
-    final byte[][] samples;
-
-    TaskResult(int target, WriterCommitMessage message, long good, long bad, long tsMax, long[] shapes) {
-      this(target, message, good, bad, tsMax, shapes, new long[0], new byte[0][]);
-    }
-
-    TaskResult(int target, WriterCommitMessage message, long good, long bad, long tsMax, long[] shapes,
-        long[] sampled, byte[][] samples) {
-      this.target = target;
-      this.message = message;
-      this.good = good;
-      this.bad = bad;
-      this.tsMax = tsMax;
-      this.shapes = shapes;
-      this.sampled = sampled;
-      this.samples = samples;
-    }
   }
 
   private long unrouted = 0;
@@ -150,7 +94,7 @@ public final class MultiTableWrite {
     if (made instanceof String) {
       return (String) made;
     }
-    Target target = (Target) made;
+    TableWrite target = (TableWrite) made;
     synchronized (this) {
       if (ran) {
         throw new IllegalStateException("the job already ran");
@@ -176,7 +120,7 @@ public final class MultiTableWrite {
     return (StructType) schema.fields()[2].dataType();
   }
 
-  /** A {@link Target}, or why the table cannot be written here. Safe to call from many threads. */
+  /** A {@link TableWrite}, or why the table cannot be written here. Safe to call from many threads. */
   private Object prepare(
       String catalog,
       String namespace,
@@ -225,7 +169,7 @@ public final class MultiTableWrite {
         return "the table asks for a write ordering (sort order, or fan-out writer off)";
       }
     }
-    return new Target(namespace + "." + table, frame, rowSchema.fields().length, write.toBatch());
+    return new TableWrite(namespace + "." + table, frame, rowSchema.fields().length, write.toBatch());
   }
 
   /** Writes every added table's files in one Spark job; nothing is committed yet. */
@@ -237,7 +181,7 @@ public final class MultiTableWrite {
     if (targets.isEmpty()) {
       return;
     }
-    for (Target t : targets) {
+    for (TableWrite t : targets) {
       if (t.frame == null) {
         throw new IllegalStateException(t.name + " was added for a routed job: use runRouted");
       }
@@ -249,7 +193,7 @@ public final class MultiTableWrite {
     @SuppressWarnings("unchecked")
     JavaRDD<InternalRow>[] rdds = new JavaRDD[n];
     for (int i = 0; i < n; i++) {
-      Target t = targets.get(i);
+      TableWrite t = targets.get(i);
       rdds[i] =
           JavaRDD.fromRDD(
               t.frame.queryExecution().toRdd(), ClassTag$.MODULE$.apply(InternalRow.class));
@@ -264,7 +208,7 @@ public final class MultiTableWrite {
     try {
       results =
           all.mapPartitionsWithIndex(
-                  (index, rows) -> writePartition(index, rows, starts, factories, widths), false)
+                  (index, rows) -> WriteTasks.writePartition(index, rows, starts, factories, widths), false)
               .collect();
     } catch (RuntimeException e) {
       abortAll();
@@ -277,27 +221,8 @@ public final class MultiTableWrite {
     for (TaskResult r : results) {
       if (r.target < 0) {
         unrouted += r.good;
-        continue;
-      }
-      Target t = targets.get(r.target);
-      if (r.message != null) {
-        t.messages.add(r.message);
-      }
-      t.good += r.good;
-      t.bad += r.bad;
-      t.tsMax = Math.max(t.tsMax, r.tsMax);
-      for (int k = 0; k < r.sampled.length; k++) {
-        t.samples.putIfAbsent(r.sampled[k], r.samples[k]);
-      }
-      if (r.shapes == null) {
-        t.shapes = null;
-      } else if (t.shapes != null) {
-        for (long s : r.shapes) {
-          t.shapes.add(s);
-        }
-        if (t.shapes.size() > maxShapes) {
-          t.shapes = null;
-        }
+      } else {
+        targets.get(r.target).add(r, maxShapes);
       }
     }
   }
@@ -346,10 +271,9 @@ public final class MultiTableWrite {
           "frame must have columns (idx int, good boolean, ts long, shape long, row structs), not "
               + schema.simpleString());
     }
-    List<Target> ordered = new ArrayList<>();
     int[] columns = new int[n];
     for (int i = 0; i < n; i++) {
-      Target t = target(order[i]);
+      TableWrite t = target(order[i]);
       columns[i] = 4 + structOf[i];
       if (columns[i] < 4
           || columns[i] >= schema.fields().length
@@ -357,17 +281,13 @@ public final class MultiTableWrite {
           || ((StructType) schema.fields()[columns[i]].dataType()).fields().length != t.width) {
         throw new IllegalArgumentException("column " + columns[i] + " does not hold " + t.name + "'s rows");
       }
-      ordered.add(t);
     }
-    targets.clear();
-    targets.addAll(ordered);
+    reorder(order);
     JavaRDD<InternalRow> rdd =
         JavaRDD.fromRDD(frame.queryExecution().toRdd(), ClassTag$.MODULE$.apply(InternalRow.class));
-    int parts = rdd.getNumPartitions();
-    DataWriterFactory[] factories = new DataWriterFactory[n];
+    DataWriterFactory[] factories = factories(rdd.getNumPartitions());
     int[] widths = new int[n];
     for (int i = 0; i < n; i++) {
-      factories[i] = targets.get(i).batchWrite.createBatchWriterFactory(new PhysicalWriteInfoImpl(parts));
       widths[i] = targets.get(i).width;
     }
     List<TaskResult> results;
@@ -375,7 +295,7 @@ public final class MultiTableWrite {
       results =
           rdd.mapPartitionsWithIndex(
                   (index, rows) ->
-                      writeRouted(index, rows, factories, columns, widths, maxShapes, sampleColumn),
+                      WriteTasks.writeRouted(index, rows, factories, columns, widths, maxShapes, sampleColumn),
                   false)
               .collect();
     } catch (RuntimeException e) {
@@ -385,111 +305,101 @@ public final class MultiTableWrite {
     collectResults(results, maxShapes);
   }
 
-  @SuppressWarnings("unchecked")
-  private static Iterator<TaskResult> writeRouted(
-      int index,
-      Iterator<InternalRow> rows,
-      DataWriterFactory[] factories,
-      int[] columns,
-      int[] widths,
+  /**
+   * Writes the rows of every added table in one Spark job, decoding each JSON record value in the
+   * write task, once, for its checks, shape and row ({@link JsonRowDecoder}); nothing is committed.
+   * What {@link #runRouted} reports (counts, shapes, samples) is reported the same way.
+   *
+   * @param frame columns {@code idx} (int: the position in {@code order} of the record's table;
+   *     null or out of range: only counted, see {@link #unrouted}), {@code ts} (long), {@code value}
+   *     (binary), then any columns the tables take from the frame (Kafka metadata)
+   * @param order the tables (namespace.table, each added with {@link #addTarget})
+   * @param groupOf for each table of {@code order}, its record type in {@code types} (tables of one
+   *     type share a decoder)
+   * @param types the record types, as JSON (what {@code from_json} would be given)
+   * @param layout for each table of {@code order}, concatenated: for each of its columns, the field
+   *     of its record type it holds (&gt;= 0), the frame column {@code k} it holds ({@code -1 - k}),
+   *     or {@link Integer#MIN_VALUE} (null)
+   * @param sample keep the first value of each new shape per table and task ({@link #samples})
+   * @param routePath null, or route each record by the JSON field at this path, read by the decoder
+   *     ({@link Routing}: one record type; the frame's {@code idx} is ignored and it has {@code
+   *     _kafka_topic}); then {@code namespacePieces}, {@code tablePieces}: the table template;
+   *     {@code routeTables}: per table of {@code order}, its name when routing may name it, else
+   *     null; {@code fallback}: Spark's routing expression over the frame's columns
+   */
+  public synchronized void runDecoded(
+      Dataset<Row> frame,
+      String[] order,
+      int[] groupOf,
+      String[] types,
+      int[] layout,
+      String timeZone,
+      int maxDepth,
+      int maxFields,
+      String[] reserved,
+      int maxValueBytes,
       int maxShapes,
-      int sampleColumn) throws Exception {
-    int n = factories.length;
-    DataWriter<InternalRow>[] writers = new DataWriter[n];
-    long[] good = new long[n];
-    long[] bad = new long[n];
-    long[] tsMax = new long[n];
-    java.util.Arrays.fill(tsMax, Long.MIN_VALUE);
-    boolean[] seen = new boolean[n];
-    HashSet<Long>[] shapes = new HashSet[n];
-    Map<Long, byte[]>[] samples = new Map[n];
-    long[] sampleBytes = new long[n];
+      boolean sample,
+      String[] routePath,
+      String[] namespacePieces,
+      String[] tablePieces,
+      String[] routeTables,
+      org.apache.spark.sql.Column fallback) {
+    if (ran) {
+      throw new IllegalStateException("the job already ran");
+    }
+    ran = true;
+    StructType schema = frame.schema();
+    int n = order.length;
+    if (n != targets.size()) {
+      throw new IllegalArgumentException("order names " + n + " tables, but " + targets.size() + " were added");
+    }
+    int[] widths = new int[n];
     for (int i = 0; i < n; i++) {
-      shapes[i] = new HashSet<>();
-      samples[i] = new java.util.HashMap<>();
+      widths[i] = target(order[i]).width;
     }
-    long other = 0;
-    long attempt = TaskContext.get().taskAttemptId();
+    Decoding decoding = Decoding.of(schema, order, widths, groupOf, types, layout, timeZone,
+        spark.sessionState().conf().columnNameOfCorruptRecord(), maxDepth, maxFields, reserved, maxValueBytes, sample);
+    if (routePath != null) {
+      if (types.length != 1 || routeTables.length != n) {
+        throw new IllegalArgumentException("routing by the decoder needs one record type and a name per table");
+      }
+      decoding.route = new Routing(routePath.clone(), namespacePieces.clone(), tablePieces.clone(),
+          routeTables.clone(), schema.fieldIndex("_kafka_topic"), Routing.bind(frame, fallback));
+    }
+    reorder(order);
+    JavaRDD<InternalRow> rdd =
+        JavaRDD.fromRDD(frame.queryExecution().toRdd(), ClassTag$.MODULE$.apply(InternalRow.class));
+    DataWriterFactory[] factories = factories(rdd.getNumPartitions());
+    List<TaskResult> results;
     try {
-      while (rows.hasNext()) {
-        InternalRow row = rows.next();
-        int t = row.isNullAt(0) ? -1 : row.getInt(0);
-        if (t < 0 || t >= n) {
-          other++;
-          continue;
-        }
-        seen[t] = true;
-        if (!row.isNullAt(2)) {
-          tsMax[t] = Math.max(tsMax[t], row.getLong(2));
-        }
-        boolean ok = !row.isNullAt(1) && row.getBoolean(1);
-        // A record that failed its parse with an unknown shape (malformed JSON, trailing text) is a
-        // dead letter whatever the table's schema: it does not stop the table's shapes settling.
-        if (!row.isNullAt(3) && (ok || row.getLong(3) != JsonScan.UNKNOWN) && shapes[t] != null
-            && shapes[t].add(row.getLong(3))) {
-          if (shapes[t].size() > maxShapes) {
-            shapes[t] = null;
-          } else if (sampleColumn >= 0 && !row.isNullAt(sampleColumn)) {
-            byte[] value = row.getBinary(sampleColumn);
-            if (sampleBytes[t] + value.length <= SAMPLE_BYTES) {
-              samples[t].put(row.getLong(3), value);
-              sampleBytes[t] += value.length;
-            }
-          }
-        }
-        if (ok) {
-          if (writers[t] == null) {
-            writers[t] = factories[t].createWriter(index, attempt);
-          }
-          writers[t].write(row.getStruct(columns[t], widths[t]));
-          good[t]++;
-        } else {
-          bad[t]++;
-        }
-      }
-      List<TaskResult> out = new ArrayList<>();
-      for (int t = 0; t < n; t++) {
-        if (!seen[t]) {
-          continue;
-        }
-        WriterCommitMessage message = writers[t] == null ? null : writers[t].commit();
-        long[] s = null;
-        if (shapes[t] != null) {
-          s = new long[shapes[t].size()];
-          int k = 0;
-          for (long v : shapes[t]) {
-            s[k++] = v;
-          }
-        }
-        long[] sampled = new long[samples[t].size()];
-        byte[][] values = new byte[sampled.length][];
-        int k = 0;
-        for (Map.Entry<Long, byte[]> e : samples[t].entrySet()) {
-          sampled[k] = e.getKey();
-          values[k++] = e.getValue();
-        }
-        out.add(new TaskResult(t, message, good[t], bad[t], tsMax[t], s, sampled, values));
-      }
-      out.add(new TaskResult(-1, null, other, 0, Long.MIN_VALUE, new long[0]));
-      return out.iterator();
-    } catch (Throwable e) {
-      for (DataWriter<InternalRow> w : writers) {
-        if (w != null) {
-          try {
-            w.abort();
-          } catch (Throwable suppressed) {
-            e.addSuppressed(suppressed);
-          }
-        }
-      }
+      results =
+          rdd.mapPartitionsWithIndex(
+                  (index, rows) -> WriteTasks.writeDecoded(index, rows, factories, decoding, maxShapes), false)
+              .collect();
+    } catch (RuntimeException e) {
+      abortAll();
       throw e;
-    } finally {
-      for (DataWriter<InternalRow> w : writers) {
-        if (w != null) {
-          w.close();
-        }
-      }
     }
+    collectResults(results, maxShapes);
+  }
+
+  /** Puts the added tables in {@code order} (each must have been added). */
+  private void reorder(String[] order) {
+    List<TableWrite> ordered = new ArrayList<>();
+    for (String name : order) {
+      ordered.add(target(name));
+    }
+    targets.clear();
+    targets.addAll(ordered);
+  }
+
+  private DataWriterFactory[] factories(int parts) {
+    DataWriterFactory[] out = new DataWriterFactory[targets.size()];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = targets.get(i).batchWrite.createBatchWriterFactory(new PhysicalWriteInfoImpl(parts));
+    }
+    return out;
   }
 
   /**
@@ -537,64 +447,15 @@ public final class MultiTableWrite {
     return out;
   }
 
-  private static Iterator<TaskResult> writePartition(
-      int index,
-      Iterator<InternalRow> rows,
-      int[] starts,
-      DataWriterFactory[] factories,
-      int[] widths) throws Exception {
-    int t = 0;
-    while (starts[t + 1] <= index) {
-      t++;
-    }
-    int width = widths[t];
-    long good = 0;
-    long bad = 0;
-    long tsMax = Long.MIN_VALUE;
-    DataWriter<InternalRow> writer = null; // opened on the first good row: no empty files
-    try {
-      while (rows.hasNext()) {
-        InternalRow row = rows.next();
-        if (!row.isNullAt(1)) {
-          tsMax = Math.max(tsMax, row.getLong(1));
-        }
-        if (!row.isNullAt(0) && row.getBoolean(0)) {
-          if (writer == null) {
-            writer = factories[t].createWriter(index - starts[t], TaskContext.get().taskAttemptId());
-          }
-          writer.write(row.getStruct(2, width));
-          good++;
-        } else {
-          bad++;
-        }
-      }
-      WriterCommitMessage message = writer == null ? null : writer.commit();
-      return Collections.singletonList(new TaskResult(t, message, good, bad, tsMax, new long[0])).iterator();
-    } catch (Throwable e) {
-      if (writer != null) {
-        try {
-          writer.abort();
-        } catch (Throwable suppressed) {
-          e.addSuppressed(suppressed);
-        }
-      }
-      throw e;
-    } finally {
-      if (writer != null) {
-        writer.close();
-      }
-    }
-  }
-
   private void abortAll() {
-    for (Target t : targets) {
+    for (TableWrite t : targets) {
       abort(t.name);
     }
   }
 
 
-  private Target target(String name) {
-    Target t = byName.get(name);
+  private TableWrite target(String name) {
+    TableWrite t = byName.get(name);
     if (t == null) {
       throw new IllegalArgumentException("table " + name + " was not added");
     }
@@ -619,19 +480,7 @@ public final class MultiTableWrite {
 
   /** Commits {@code table}'s files: one snapshot, even when no row was written. */
   public void commit(String table) {
-    Target t = target(table);
-    synchronized (t) {
-      if (!ran || t.done) {
-        throw new IllegalStateException("table " + t.name + " is not ready to commit");
-      }
-      t.done = true;
-    }
-    try {
-      t.batchWrite.commit(t.messages.toArray(new WriterCommitMessage[0]));
-    } catch (RuntimeException e) {
-      t.batchWrite.abort(t.messages.toArray(new WriterCommitMessage[0]));
-      throw e;
-    }
+    target(table).commit(ran);
   }
 
   /**
@@ -639,87 +488,19 @@ public final class MultiTableWrite {
    * fenced append); the table is done here. {@link #discard} drops them if that commit is refused.
    */
   public Object[] takeFiles(String table) {
-    Target t = target(table);
-    synchronized (t) {
-      if (!ran || t.done) {
-        throw new IllegalStateException("table " + t.name + " is not ready to commit");
-      }
-      t.done = true;
-    }
-    List<Object> out = new ArrayList<>();
-    for (WriterCommitMessage m : t.messages) {
-      out.addAll(fileObjects(m));
-    }
-    return out.toArray();
+    return target(table).takeFiles(ran);
   }
 
   /** Deletes the files {@link #takeFiles} returned, after the caller's commit was refused. */
   public void discard(String table) {
-    deleteFiles(target(table));
+    target(table).discard(spark.sessionState().newHadoopConf());
   }
 
   /**
-   * Drops {@code table}'s written files uncommitted. Iceberg's abort deletes files only after a
-   * failed commit, so the files the tasks reported are deleted here; a file that cannot be is left
-   * to orphan cleanup.
+   * Drops {@code table}'s written files uncommitted; a file that cannot be deleted is left to
+   * orphan cleanup.
    */
   public void abort(String table) {
-    Target t = target(table);
-    synchronized (t) {
-      if (t.done) {
-        return;
-      }
-      t.done = true;
-    }
-    t.batchWrite.abort(t.messages.toArray(new WriterCommitMessage[0]));
-    deleteFiles(t);
-  }
-
-  private void deleteFiles(Target t) {
-    org.apache.hadoop.conf.Configuration conf = spark.sessionState().newHadoopConf();
-    for (WriterCommitMessage m : t.messages) {
-      for (String path : filesOf(m)) {
-        try {
-          org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(path);
-          p.getFileSystem(conf).delete(p, false);
-        } catch (Exception e) {
-          // unreferenced either way: orphan cleanup removes it
-        }
-      }
-    }
-  }
-
-  /** The data files (Iceberg {@code DataFile}s) in an Iceberg task's commit message (none if unknown). */
-  static List<Object> fileObjects(WriterCommitMessage message) {
-    List<Object> out = new ArrayList<>();
-    if (message == null) {
-      return out;
-    }
-    try {
-      java.lang.reflect.Method files = message.getClass().getDeclaredMethod("files");
-      files.setAccessible(true);
-      Object[] found = (Object[]) files.invoke(message);
-      for (Object f : found == null ? new Object[0] : found) {
-        out.add(f);
-      }
-    } catch (ReflectiveOperationException | RuntimeException e) {
-      // not an Iceberg message
-    }
-    return out;
-  }
-
-  /** The locations of the data files in an Iceberg task's commit message (none if unknown). */
-  static List<String> filesOf(WriterCommitMessage message) {
-    List<String> out = new ArrayList<>();
-    for (Object f : fileObjects(message)) {
-      try {
-        java.lang.reflect.Method location = f.getClass().getMethod("location");
-        location.setAccessible(true);
-        out.add(String.valueOf(location.invoke(f)));
-      } catch (ReflectiveOperationException | RuntimeException e) {
-        // not an Iceberg file: nothing to delete
-      }
-    }
-    return out;
+    target(table).abort(spark.sessionState().newHadoopConf());
   }
 }
