@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -136,6 +137,8 @@ class BatchLog:
         self._every = interval_seconds(cfg.stream.batch_log_interval)
         self._pending: list[tuple[Any, ...]] = []
         self._flushed_at = time.monotonic()
+        self._lock = threading.Lock()
+        self._writer: threading.Thread | None = None  # the append in flight, off the stream's thread
 
     def append(self, r: BatchResult) -> None:
         """Keep the batch's figures for ``stream.batch_log_table``: appended with the other batches'
@@ -155,15 +158,28 @@ class BatchLog:
             rows.append((self.cfg.name, self.run_id, r.batch, None, 0, 0, [], False, "{}", r.seconds, now, gaps))
         if not rows:
             return
-        self._pending.extend(rows)
-        if time.monotonic() - self._flushed_at >= self._every:
-            self.flush()
+        with self._lock:
+            self._pending.extend(rows)
+            due = time.monotonic() - self._flushed_at >= self._every
+            if not due or (self._writer is not None and self._writer.is_alive()):
+                return
+            self._flushed_at = time.monotonic()
+            # Off the micro-batch: its append (a Spark job and an Iceberg commit, ~1.5 s) is not the stream's time.
+            self._writer = threading.Thread(target=self._write, name="icetide-batch-log", daemon=True)
+            self._writer.start()
 
     def flush(self) -> None:
-        """Append the rows kept so far (when the run stops, and from :meth:`append`)."""
+        """Append every row kept so far, after the append in flight (when the run stops)."""
+        writer = self._writer
+        if writer is not None:
+            writer.join()
+        self._write()
+
+    def _write(self) -> None:
         table = self.cfg.stream.batch_log_table
-        rows, self._pending = self._pending, []
-        self._flushed_at = time.monotonic()
+        with self._lock:
+            rows, self._pending = self._pending, []
+            self._flushed_at = time.monotonic()
         if not table or not rows:
             return
         try:
