@@ -150,12 +150,6 @@ def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: boo
     """(table index, parses, output columns, row struct per target) for one list of targets, built
     once (hundreds of JVM calls). ``app`` is part of the key: columns are JVM objects of one
     application."""
-    table = F.col(routing.TABLE)
-    idx_expr: Column | None = None
-    for i, (name, _, _) in enumerate(key):
-        idx_expr = (F.when(table == F.lit(name), F.lit(i)) if idx_expr is None
-                    else idx_expr.when(table == F.lit(name), F.lit(i)))
-    assert idx_expr is not None
     idx = F.col(IDX)
     groups: dict[tuple[str, str], list[int]] = {}
     for i, (_, schema_json, full_json) in enumerate(key):
@@ -182,7 +176,7 @@ def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: boo
     assert good is not None
     out = [idx, good.alias("good"), F.unix_millis("_kafka_timestamp").alias("ts"),
            F.col(shapes.SHAPE).cast("long").alias("shape"), *structs]
-    return idx_expr.cast("int").alias(IDX), parses, out, struct_of
+    return _index(app, tuple(name for name, _, _ in key)), parses, out, struct_of
 
 
 class OnePass(Strategy):

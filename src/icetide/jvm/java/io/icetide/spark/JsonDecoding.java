@@ -7,6 +7,7 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.catalyst.CatalystTypeConverters;
+import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
@@ -26,68 +27,49 @@ public final class JsonDecoding {
   public static Dataset<Row> decode(
       Dataset<Row> values, String type, String timeZone, int maxDepth, int maxFields, String[] reserved,
       int maxValueBytes) {
-    StructType parsed = (StructType) DataType.fromJson(type);
-    String corrupt = values.sparkSession().sessionState().conf().columnNameOfCorruptRecord();
-    String[] prefixes = reserved.clone();
-    JavaRDD<Row> out =
-        values
-            .select("key", "value")
-            .javaRDD()
-            .mapPartitions(
-                rows -> {
-                  JsonRowDecoder d =
-                      new JsonRowDecoder(parsed, timeZone, corrupt, maxDepth, maxFields, prefixes, maxValueBytes);
-                  scala.Function1<Object, Object> toRow = CatalystTypeConverters.createToScalaConverter(parsed);
-                  List<Row> got = new ArrayList<>();
-                  while (rows.hasNext()) {
-                    Row r = rows.next();
-                    d.decode(r.isNullAt(1) ? null : (byte[]) r.get(1));
-                    got.add(RowFactory.create(r.get(0), d.good, d.hasShape ? (Object) d.shape : null,
-                        d.good ? toRow.apply(d.row) : null));
-                  }
-                  return got.iterator();
-                });
-    StructType schema =
-        new StructType()
-            .add("key", DataTypes.StringType)
-            .add("good", DataTypes.BooleanType)
-            .add("shape", DataTypes.LongType)
-            .add("row", parsed);
-    return values.sparkSession().createDataFrame(out, schema);
+    return run(values, type, timeZone, maxDepth, maxFields, reserved, maxValueBytes, null, null)
+        .select("key", "good", "shape", "row");
   }
 
   /**
    * {@link #decode} of {@code values} (columns {@code key}, {@code value}, {@code _kafka_topic}) with
-   * the routing of a routed one pass ({@link MultiTableWrite#runDecoded}): one more column, {@code
-   * table}, the name among {@code tables} each record is routed to (null: none of them).
+   * the routing of a routed one pass ({@link MultiTableWrite#runDecoded}): two more columns, {@code
+   * table}, the name among {@code tables} each record is routed to (null: none of them), and {@code
+   * sure}, whether the decoder's own reading of the field decided it.
    */
   public static Dataset<Row> decodeRouted(
       Dataset<Row> values, String type, String timeZone, int maxDepth, int maxFields, String[] reserved,
       int maxValueBytes, String[] routePath, String[] namespacePieces, String[] tablePieces, String[] tables,
       org.apache.spark.sql.Column fallback) {
+    Routing routing = new Routing(routePath.clone(), namespacePieces.clone(), tablePieces.clone(), tables.clone(),
+        values.schema().fieldIndex("_kafka_topic"), Routing.bind(values, fallback));
+    return run(values, type, timeZone, maxDepth, maxFields, reserved, maxValueBytes, routing, tables.clone());
+  }
+
+  private static Dataset<Row> run(
+      Dataset<Row> values, String type, String timeZone, int maxDepth, int maxFields, String[] reserved,
+      int maxValueBytes, Routing routing, String[] tables) {
     StructType parsed = (StructType) DataType.fromJson(type);
     String corrupt = values.sparkSession().sessionState().conf().columnNameOfCorruptRecord();
     String[] prefixes = reserved.clone();
-    Routing routing = new Routing(routePath.clone(), namespacePieces.clone(),
-        tablePieces.clone(), tables.clone(), values.schema().fieldIndex("_kafka_topic"),
-        Routing.bind(values, fallback));
     int keyAt = values.schema().fieldIndex("key");
     int valueAt = values.schema().fieldIndex("value");
-    JavaRDD<org.apache.spark.sql.catalyst.InternalRow> rdd =
-        JavaRDD.fromRDD(values.queryExecution().toRdd(),
-            scala.reflect.ClassTag$.MODULE$.apply(org.apache.spark.sql.catalyst.InternalRow.class));
+    JavaRDD<InternalRow> rdd =
+        JavaRDD.fromRDD(values.queryExecution().toRdd(), scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class));
     JavaRDD<Row> out =
         rdd.mapPartitions(
             rows -> {
               JsonRowDecoder d =
                   new JsonRowDecoder(parsed, timeZone, corrupt, maxDepth, maxFields, prefixes, maxValueBytes);
-              d.route(routePath);
+              if (routing != null) {
+                d.route(routing.path);
+              }
               scala.Function1<Object, Object> toRow = CatalystTypeConverters.createToScalaConverter(parsed);
               List<Row> got = new ArrayList<>();
               while (rows.hasNext()) {
-                org.apache.spark.sql.catalyst.InternalRow r = rows.next();
+                InternalRow r = rows.next();
                 d.decode(r.isNullAt(valueAt) ? null : r.getBinary(valueAt));
-                int at = routing.target(d, r);
+                int at = routing == null ? -1 : routing.target(d, r);
                 got.add(RowFactory.create(r.getUTF8String(keyAt).toString(), d.good,
                     d.hasShape ? (Object) d.shape : null, d.good ? toRow.apply(d.row) : null,
                     at < 0 ? null : tables[at], d.routeSure));
