@@ -41,6 +41,11 @@ class DataLossError(IcetideError):
     """Kafka no longer holds records the pipeline had not read, and ``source.on_data_loss`` is ``stop``."""
 
 
+class TopicRecreatedError(IcetideError):
+    """A topic was deleted and created again since its offsets were recorded, and
+    ``source.on_topic_recreated`` is ``stop`` (or, raised by a batch, the query must start again)."""
+
+
 class TransientError(IcetideError):
     """A failure that may succeed when retried (commit conflicts, broker hiccups)."""
 

@@ -1,7 +1,7 @@
 """The guarantees' second pass (#31), one test per scenario that broke them, on the shared real stack
 (Kafka, Spark, Iceberg): CDC ties across batches, a stale run's MERGE, Debezium values widening a
 column, a table named like an internal alias, fencing after snapshot expiry, per-run in-flight
-markers, a stopped run's mirror, partitions with no resume point."""
+markers, a stopped run's mirror, partitions with no resume point, a topic deleted and created again."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from icetide.config import load_config
 from icetide.config.models import PipelineConfig
 from icetide.demo.events import create_topic
-from icetide.errors import FencedError
+from icetide.errors import FencedError, TopicRecreatedError
 from icetide.ingest import cdc, source
 from icetide.ingest.ledger import Ledger
 from icetide.lake import inflight
@@ -380,3 +380,87 @@ def test_item12_sanitize_maps_names_to_identifiers_and_keeps_the_producers_name(
     assert rows == {"r0": ("curl", None, "api", True), "r1": ("curl", None, "api", True),
                     "r2": ("curl", None, "api", True), "r3": ("wget", 2.5, "web", None)}
     assert runner.writer.counters.dead_letters == 0
+
+
+# -- a topic deleted and created again (#41) ------------------------------------------------------------
+def _recreate(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    """Delete ``topic`` and create it again under its name: its offsets start at 0 again, its id is new."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def topic_id() -> str:
+        return str(admin.describe_topics(TopicCollection([topic]))[topic].result(30).topic_id)
+
+    old = topic_id()
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(60)
+    deadline = time.monotonic() + 120
+    while True:  # the deletion completes in the background; until then the name is taken
+        try:
+            admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+            break
+        except Exception:
+            assert time.monotonic() < deadline, f"{topic} could not be created again"
+            time.sleep(1)
+    assert topic_id() != old
+
+
+def _named(prefix: str, start: int, n: int) -> list[bytes]:
+    return [dumps({"id": f"{prefix}{i}", "event_time": "2026-11-28T10:00:00Z", "user_id": i, "event_type": "view",
+                   "amount": 1.0}) for i in range(start, start + n)]
+
+
+def test_item15_a_topic_deleted_and_created_again_is_read_again_from_its_start(  # type: ignore[no-untyped-def]
+        kafka, spark, lake, tmp_path) -> None:
+    """#41, hole 2: 2,000 records of a topic ingested, the topic deleted and created again while the
+    pipeline is stopped, 500 new records produced (offsets 0-499, all below the old position).
+    ``stop``: the run ends at its start, naming the topic and the fix, and writes nothing. ``restart``
+    (the default): all 500 land once, and a second topic of the same pipeline, not recreated, goes on
+    exactly where it was; a later run reads neither again. Costs three short runs to idle and one that
+    stops at its start (about a minute), 3,050 records."""
+    from tests.fixtures.records import send
+
+    topic, other, table = unique("again"), unique("other"), f"it.{unique('again')}"
+    create_topic(kafka.bootstrap, topic, 1)
+    create_topic(kafka.bootstrap, other, 1)
+    path = tmp_path / "again.yaml"
+    raw = pipeline_dict(kafka, lake, tmp_path, topic, table)
+    raw["source"].update(topics=[topic, other], on_topic_recreated="stop")
+    path.write_text(yaml.safe_dump(raw))
+    send(kafka.bootstrap, topic, _named("a", 0, 2000))
+    send(kafka.bootstrap, other, _named("b", 0, 300))
+    run_in_process(spark, path)
+    recorded = json.loads((tmp_path / "checkpoint" / "icetide-topics.json").read_text())["topic_ids"]
+    assert set(recorded) == {topic, other}
+
+    _recreate(kafka.bootstrap, topic)
+    send(kafka.bootstrap, topic, _named("n", 0, 500))
+    send(kafka.bootstrap, other, _named("b", 300, 100))
+    before = sorted([*(f"a{i}" for i in range(2000)), *(f"b{i}" for i in range(300))])
+    with pytest.raises(TopicRecreatedError, match=rf"source\.on_topic_recreated: topic '{topic}' \(topic id \S+ -> "
+                                                  r"\S+\).*Nothing was written.*set source\.on_topic_recreated: "
+                                                  r"restart"):
+        run_in_process(spark, path)
+    spark.catalog.refreshTable(f"icetide.{table}")
+    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()) == before
+
+    _edit(path, source={"on_topic_recreated": "restart"})
+    runner = run_in_process(spark, path)  # was: "0 batches", none of the 500 ever landed
+    want = before + [f"n{i}" for i in range(500)] + [f"b{i}" for i in range(300, 400)]
+    spark.catalog.refreshTable(f"icetide.{table}")
+    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()) == sorted(want)  # each once
+    assert list(runner.writer.counters.recreated) == [topic]
+    assert f"topic {topic} was deleted and created again" in runner_summary(runner)
+    assert len(list(tmp_path.glob("checkpoint.recreated-*"))) == 1  # the old checkpoint, set aside
+    mirror = table_property(spark, f"icetide.{table}", PROPERTY_PREFIX + load_config(path).name)
+    assert mirror is not None and topic in Watermark.from_property(mirror).restarts
+
+    send(kafka.bootstrap, topic, _named("n", 500, 100))
+    send(kafka.bootstrap, other, _named("b", 400, 50))
+    runner = run_in_process(spark, path)
+    assert runner.writer.counters.recreated == {}
+    want += [f"n{i}" for i in range(500, 600)] + [f"b{i}" for i in range(400, 450)]
+    spark.catalog.refreshTable(f"icetide.{table}")
+    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()) == sorted(want)
+    assert len(list(tmp_path.glob("checkpoint.recreated-*"))) == 1

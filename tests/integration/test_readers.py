@@ -24,7 +24,8 @@ from icetide.health.collector import collect
 from icetide.health.report import history_rows, maintenance_rows
 from icetide.health.watch import collect_all
 from icetide.ingest.dead_letters import Filters, list_groups
-from icetide.lake.offsets import pipeline_watermarks, read_watermark
+from icetide.lake.offsets import read_watermark
+from icetide.lake.pipelines import pipeline_watermarks
 from icetide.lake.readers import open_reader
 from icetide.maintenance import layout
 from icetide.maintenance.cycle import plan_all, run_cycle

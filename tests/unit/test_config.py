@@ -24,8 +24,8 @@ def test_unknown_key(tmp_path: Path) -> None:
     assert errors_for(tmp_path, data) == (
         "p.yaml: unknown key 'source.bootstrap_server' (allowed: adopt_offsets_from, bootstrap_servers, format, "
         "key_format, max_depth, max_fields, "
-        "max_offsets_per_trigger, max_value_bytes, min_partitions, on_data_loss, options, records_per_task, "
-        "schema_registry, starting_offsets, topic_formats, topic_pattern, topics)"
+        "max_offsets_per_trigger, max_value_bytes, min_partitions, on_data_loss, on_topic_recreated, options, "
+        "records_per_task, schema_registry, starting_offsets, topic_formats, topic_pattern, topics)"
     )
 
 

@@ -24,6 +24,18 @@ def gap(cfg: PipelineConfig, batch: int, lost: dict[str, list[int]]) -> None:
         log.warning("could not send the data-loss alert: %s", str(e).splitlines()[0][:200])
 
 
+def recreated(cfg: PipelineConfig, found: dict[str, str]) -> None:
+    """Topics deleted and created again, read again from their start (source.on_topic_recreated: restart)."""
+    try:
+        emit([{"event": "topic_recreated", "pipeline": cfg.name, "table": None, "partition": None,
+               "severity": "warning", "topic": t,
+               "reason": f"topic {t} was deleted and created again ({why}): its old offsets are set aside and the "
+                         "new topic is ingested from its start (source.on_topic_recreated: restart)"}
+              for t, why in sorted(found.items())], cfg.health.webhook_url)
+    except Exception as e:  # an alert never stops the stream
+        log.warning("could not send the topic-recreated alert: %s", str(e).splitlines()[0][:200])
+
+
 def config_mistake(cfg: PipelineConfig, batch: int, mistakes: dict[str, str]) -> None:
     """Every record bound for a table was dead-lettered for a reason in the config: an ERROR and an
     alert after the first such batch (the run goes on; ``run`` then ends non-zero)."""

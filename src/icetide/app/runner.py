@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from icetide.app import run_alerts
+from icetide.app import recreated, run_alerts
 from icetide.app.preflight import preflight
+from icetide.app.recreated import table_watermarks
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.errors import (
@@ -26,14 +27,14 @@ from icetide.errors import (
     ConfigError,
     FencedError,
     IcetideError,
+    TopicRecreatedError,
     is_fenced,
 )
 from icetide.ingest import source
 from icetide.ingest.batch_log import PipelineCounters
 from icetide.ingest.sink import BatchWriter
 from icetide.lake import checkpoint
-from icetide.lake.offsets import Watermark, resume_offsets
-from icetide.lake.tables import table_exists
+from icetide.lake.offsets import resume_offsets
 from icetide.loops import RestartBudget
 from icetide.maintenance.loop import MaintenanceLoop
 from icetide.spark import build_session
@@ -61,8 +62,10 @@ class RunSummary:
                 f"({', '.join(f'{tp} {a}-{b - 1}' for tp, gs in sorted(c.gaps.items()) for a, b in gs)})"
                 if c.lost_records else "")
         waited = f"; waited {c.registry_wait_s:.0f} s for the schema registry" if c.registry_wait_s >= 1 else ""
+        again = "".join(f"; topic {t} was deleted and created again ({why}): read from its start"
+                        for t, why in sorted(c.recreated.items()))
         return (f"{plural(c.batches, 'batch')}, {plural(c.records, 'record')}, {c.written} written, "
-                f"{c.dead_letters} dead-lettered{lost}{waited}")
+                f"{c.dead_letters} dead-lettered{lost}{waited}{again}")
 
 
 def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
@@ -85,17 +88,6 @@ def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
         runner.close()
 
 
-def table_watermarks(spark: SparkSession, writer: BatchWriter) -> dict[str, Watermark]:
-    """Every table of the pipeline that holds its offsets (routed tables, dead letters)."""
-    out = {}
-    for table in (writer.q(t) for t in writer.tables()):
-        if table_exists(spark, table):
-            wm = writer.watermark(table)
-            if wm is not None:
-                out[table] = wm
-    return out
-
-
 def refuse_foreign_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter) -> None:
     """A pipeline starting without a checkpoint whose tables hold another pipeline's offsets for its
     topics, and none of its own, is most likely that pipeline renamed: it would ingest the topics
@@ -104,7 +96,7 @@ def refuse_foreign_offsets(spark: SparkSession, cfg: PipelineConfig, writer: Bat
     pipeline's namespaces can hold other pipelines' tables of the same topics (routed elsewhere by
     design), so there a match is a warning, not a refusal."""
     from icetide.lake.meta_spark import SparkMeta
-    from icetide.lake.offsets import pipelines_on
+    from icetide.lake.pipelines import pipelines_on
 
     meta = SparkMeta(spark, cfg.catalog.name)
     mine = set(cfg.source.topics or [])
@@ -139,12 +131,18 @@ def refuse_foreign_offsets(spark: SparkSession, cfg: PipelineConfig, writer: Bat
 
 
 def starting_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter) -> str:
-    """Where the query starts when it has no checkpoint (ignored by Spark when one exists)."""
+    """Where the query starts when it has no checkpoint (ignored by Spark when one exists); a topic
+    deleted and created again since it was read first stops the run or sets the checkpoint aside."""
     ckpt = cfg.checkpoint_dir()
-    if checkpoint.exists(spark, ckpt):
+    has_checkpoint = checkpoint.exists(spark, ckpt)
+    if not has_checkpoint:
+        refuse_foreign_offsets(spark, cfg, writer)
+    aside = recreated.at_start(spark, cfg, writer, has_checkpoint)  # a topic deleted and created again (#41)
+    if aside is not None:
+        return aside
+    if has_checkpoint:
         log.info("resuming from checkpoint %s", ckpt)
         return cfg.source.starting_offsets
-    refuse_foreign_offsets(spark, cfg, writer)
     wms = table_watermarks(spark, writer)
     if not wms:
         log.info("new pipeline: starting at %s offsets", cfg.source.starting_offsets)
@@ -207,13 +205,15 @@ class Runner:
         route = cfg.target.route
         kafka = source.read_stream(self.spark, cfg.source, starting_offsets(self.spark, cfg, self.writer),
                                    headers=route is not None and route.by == "header")
-        return (
+        query = (
             kafka.writeStream.foreachBatch(self.writer)
             .queryName(f"icetide_{cfg.name.replace('-', '_')}")
             .option("checkpointLocation", cfg.checkpoint_dir())
             .trigger(processingTime=cfg.stream.trigger_interval)
             .start()
         )
+        self.writer.topics.remember(self.spark, cfg.checkpoint_dir())  # the topics' ids, with the checkpoint
+        return query
 
     def run(self, duration: float | None = None, until_idle: bool = False,
             idle_after: float | None = None) -> RunSummary:
@@ -222,7 +222,7 @@ class Runner:
         self._idle_after = idle_after if idle_after is not None else max(2.0, self.cfg.stream.trigger_seconds() * 2)
         deadline = None if duration is None else time.monotonic() + duration
         budget = RestartBudget(self.cfg.stream.restart_attempts)
-        known = 0
+        known = again = 0
         if self.maintenance is not None:
             self.maintenance.start()
         while True:
@@ -238,6 +238,12 @@ class Runner:
                 raise
             except Exception as e:
                 self.writer.forget_watermarks()
+                if "TopicRecreatedError" in str(e):  # found by a batch (#41)
+                    if self.cfg.source.on_topic_recreated == "stop" or not self.writer.topics.pending or again > 10:
+                        raise TopicRecreatedError(_recreated_line(e)) from None
+                    again += 1
+                    log.warning("%s", _recreated_line(e))
+                    continue
                 if is_fenced(e):
                     self.fenced += 1
                     if self.cfg.stream.on_fenced == "exit":
@@ -355,9 +361,16 @@ def _terminal(e: BaseException) -> bool:
     text = str(e)
     if BATCH_MARKER in text and "ConfigError" not in text:
         return False
-    markers = ("DataLossError", "AnalysisException", "ConfigError", "IdentifierError", "SCHEMA", "Cannot write",
-               "OffsetOutOfRange", "data loss", "IllegalArgumentException")
+    markers = ("DataLossError", "TopicRecreatedError", "AnalysisException", "ConfigError", "IdentifierError",
+               "SCHEMA", "Cannot write", "OffsetOutOfRange", "data loss", "IllegalArgumentException")
     return any(m in text for m in markers)
+
+
+def _recreated_line(e: BaseException) -> str:
+    """The message of a batch's :class:`TopicRecreatedError` out of Spark's wrapped error."""
+    text = str(e)
+    i = text.find("TopicRecreatedError: ")
+    return (text[i + len("TopicRecreatedError: "):] if i >= 0 else text).strip().splitlines()[0][:1000]
 
 
 def _fence_line(e: BaseException) -> str:

@@ -158,7 +158,7 @@ def run(config_path: Path, duration: float | None, until_idle: bool, idle_after:
 def offsets(config_path: Path, engine: str, output: str) -> None:
     """Which Kafka offsets each table of the pipeline holds (from the tables themselves)."""
     from icetide.ingest.source import low_watermarks
-    from icetide.lake.offsets import pipeline_watermarks
+    from icetide.lake.pipelines import pipeline_watermarks
 
     cfg, reader = load_reader(config_path, engine)
     wms = pipeline_watermarks(reader, cfg)

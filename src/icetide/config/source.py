@@ -48,6 +48,13 @@ class KafkaSource(Strict):
         "was down): continue from the oldest records still there and report the gap per partition, "
         "or stop with the partitions and lost ranges named",
     )
+    on_topic_recreated: Literal["restart", "stop"] = Field(
+        default="restart",
+        description="When a topic was deleted and created again under its name (told by Kafka's topic id, or an "
+        "offset recorded beyond the partition's end): restart reads the new topic from its earliest offset, its "
+        "old offsets set aside in every table and the checkpoint (every other topic goes on where it was); stop "
+        "ends the run before writing, naming the topic",
+    )
     adopt_offsets_from: str | None = Field(
         default=None,
         description="The name this pipeline ran under before (a rename): it resumes exactly where that "

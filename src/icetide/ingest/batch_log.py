@@ -92,6 +92,8 @@ class PipelineCounters:
     per_table: dict[str, int] = field(default_factory=dict)
     #: table → the config mistake that kept its records out (first seen), see BatchResult.config_refused
     config_mistakes: dict[str, str] = field(default_factory=dict)
+    #: Topics found deleted and created again, read again from their start: topic → the evidence (#41)
+    recreated: dict[str, str] = field(default_factory=dict)
 
     def add(self, r: BatchResult) -> None:
         self.batches += 1

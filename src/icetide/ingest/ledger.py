@@ -32,9 +32,10 @@ from pyspark.sql import functions as F
 from icetide import faults
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
-from icetide.errors import FENCE_MARKER, FencedError
+from icetide.errors import FENCE_MARKER, FencedError, TopicRecreatedError
 from icetide.ingest import multi_write
 from icetide.ingest.cdc import Fence as cdc_fence
+from icetide.ingest.recreated import Recreated, Topics, ids_to_record, stop_message
 from icetide.lake import inflight
 from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property
 from icetide.lake.table_io import TableIO
@@ -63,11 +64,13 @@ FENCE_CLASS = "io.icetide.iceberg.LedgerFence"
 
 class Ledger:
     def __init__(self, spark: SparkSession, cfg: PipelineConfig, run_id: str,
-                 on_commit: Callable[[str, Watermark], None] | None = None) -> None:
+                 on_commit: Callable[[str, Watermark], None] | None = None, topics: Topics | None = None) -> None:
         self.spark = spark
         self.cfg = cfg
         self.run_id = run_id
         self.on_commit = on_commit
+        #: the topics' incarnations (#41): offsets of a deleted topic are set aside when a table is read
+        self.topics = topics or Topics(cfg.source, cfg.name)
         self._watermarks: dict[str, Watermark | None] = {}
         self._recent: dict[str, int] = {}  # catalog.namespace.table → the last batch committed to it
         self._ios: dict[str, TableIO] = {}
@@ -82,8 +85,29 @@ class Ledger:
     def watermark(self, table: str) -> Watermark | None:
         if table not in self._watermarks:
             wm = read_watermark(self.spark, table, self.cfg.name) if table_exists(self.spark, table) else None
-            self._watermarks[table] = self._adopted(table, wm)
+            wm = self._adopted(table, wm)
+            self._watermarks[table] = self._renewed(table, wm) if wm is not None else None
         return self._watermarks[table]
+
+    def _renewed(self, table: str, wm: Watermark) -> Watermark:
+        """``wm`` (a fresh read) with the offsets of topics deleted and created again since set aside,
+        in the table too (its property), so that no later read brings them back; with
+        ``source.on_topic_recreated: stop``, :class:`TopicRecreatedError` instead."""
+        stale = self.topics.stale(table, wm)
+        if not stale:
+            return wm
+        found = {t: self.topics.restarted.get(t) or Recreated(t, wm.topic_ids.get(t), now) for t, now in stale.items()}
+        if self.cfg.source.on_topic_recreated == "stop":
+            raise TopicRecreatedError(stop_message(self.cfg.name, found, f"Nothing more was written to {table}."))
+        new = wm.restarted(stale)
+        set_property(self.spark, table, self.cfg.name, new)
+        self.topics.voided |= {(table, t) for t in stale}
+        for t, r in found.items():
+            were = [f"{a}[{b}] {o}" for (a, b), o in sorted(wm.offsets.items()) if a == t]
+            log.warning("%s: the offsets of topic %s (%s) belong to the deleted topic (%s): set aside, the new topic "
+                        "is written from its start (source.on_topic_recreated: restart)", table, t,
+                        ", ".join(were[:5]) + (f", … {len(were) - 5} more" if len(were) > 5 else ""), r.describe())
+        return new
 
     def _adopted(self, table: str, own: Watermark | None) -> Watermark | None:
         """``own`` folded with the offsets of ``source.adopt_offsets_from`` (a renamed pipeline
@@ -98,8 +122,10 @@ class Ledger:
         if own is None:
             return Watermark(offsets=dict(theirs.offsets), batch=theirs.batch, batch_ranges=theirs.batch_ranges,
                              committed_at_ms=theirs.committed_at_ms, kafka_ts_max=theirs.kafka_ts_max,
-                             source="property")
+                             source="property", topic_ids=dict(theirs.topic_ids))
+        theirs = theirs.without(set(own.restarts))  # topics this pipeline read again from a new start
         own.fold(theirs.offsets)
+        own.topic_ids = {**theirs.topic_ids, **own.topic_ids}
         return own
 
     def created(self, table: str) -> None:
@@ -125,9 +151,12 @@ class Ledger:
         if wm is not None and wm.covers(ranges):
             log.info("batch %s already in %s (watermark %s); skipped", batch_id, table, wm.encode())
             return None
+        ids = ids_to_record(wm, ranges, self.topics.ids)
         new = Watermark(offsets=(wm or Watermark()).advanced(ranges), run=self.run_id, batch=batch_id,
-                        batch_ranges=ranges, committed_at_ms=int(time.time() * 1000))
-        return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges),
+                        batch_ranges=ranges, committed_at_ms=int(time.time() * 1000),
+                        topic_ids={**(wm.topic_ids if wm is not None else {}), **ids},
+                        restarts=dict(wm.restarts) if wm is not None else {})
+        return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges, ids),
                        not_below(wm, ranges) if wm is not None else None, wm.fence() if wm is not None else (None, -1))
 
     # -- fencing ----------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from icetide import faults
 from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
 from icetide.errors import BATCH_MARKER, BatchFailedError, DataLossError, FencedError, IcetideError, is_fenced
-from icetide.ingest import checks, decode, evolution, multi_write, one_pass, routing, shapes, source
+from icetide.ingest import checks, decode, evolution, multi_write, one_pass, recreated, routing, shapes, source
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
 from icetide.ingest.ledger import Ledger, scan_ranges
 from icetide.ingest.one_pass import OnePass
@@ -85,7 +85,8 @@ class BatchWriter:
         self.run_id = run_id
         self.catalog = cfg.catalog.name
         self.dead_letter_table = self.q(cfg.dead_letter.table)
-        self.ledger = Ledger(spark, cfg, run_id, on_commit)
+        self.topics = recreated.Topics(cfg.source, cfg.name)  # recreated topics (#41), armed by the runner
+        self.ledger = Ledger(spark, cfg, run_id, on_commit, self.topics)
         self.preparer = Preparer(spark, cfg, self.ledger, self._parallel)
         if self.preparer.formats.avro is not None:
             self.preparer.formats.avro.client.on_outage = on_registry_outage
@@ -381,9 +382,10 @@ class BatchWriter:
     def _ranges(self, batch_id: int, parsed: DataFrame) -> BatchRanges:
         """The batch's offsets from Spark's offset log; a scan of the batch only as a fallback."""
         location = self.cfg.checkpoint_dir()
-        offsets = checkpoint.batch_offsets(self.spark, location, batch_id)
-        if offsets is None:
+        bounds = checkpoint.batch_bounds(self.spark, location, batch_id)
+        if bounds is None:
             log.warning("offset log of batch %s not readable in %s; scanning the batch", batch_id, location)
             return scan_ranges(parsed)
+        self.topics.check_batch(self.spark, location, batch_id, *bounds)  # a topic recreated meanwhile?
         planned = checkpoint.batch_time_ms(self.spark, location, batch_id)
-        return BatchRanges(offsets, planned_at_ms=planned)
+        return BatchRanges(checkpoint.ranges_of(*bounds), planned_at_ms=planned)

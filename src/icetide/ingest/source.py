@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,9 @@ from icetide.lake.offsets import BatchRanges, TopicPartition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
 
 def client_conf(src: KafkaSource) -> dict[str, str]:
     conf = {"bootstrap.servers": src.bootstrap_servers}
@@ -45,6 +49,43 @@ def list_partitions(src: KafkaSource, timeout: float = 10.0) -> dict[str, list[i
     return {t: sorted(md.topics[t].partitions) for t in wanted if t in md.topics and md.topics[t].partitions}
 
 
+def topic_ids(src: KafkaSource, topics: list[str], timeout: float = 10.0) -> dict[str, str]:
+    """Kafka's id of each topic (base64, as Kafka prints it), where the broker tells it; one request.
+    A topic deleted and created again under its name gets a new id."""
+    if not topics:
+        return {}
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({**client_conf(src), "log_level": 0})
+    out = {}
+    for topic, future in admin.describe_topics(TopicCollection(sorted(topics)), request_timeout=timeout).items():
+        try:
+            desc = future.result(timeout)
+        except Exception:  # deleted meanwhile, not authorized, a broker without topic ids
+            continue
+        text = str(desc.topic_id) if desc.topic_id is not None else ""
+        if text and text != "AAAAAAAAAAAAAAAAAAAAAA":  # Uuid.ZERO: unknown
+            out[topic] = text
+    return out
+
+
+def end_offsets(src: KafkaSource, tps: list[TopicPartition], timeout: float = 10.0) -> dict[TopicPartition, int]:
+    """Next offset Kafka will assign, per partition, in one request (one per partition as a fallback)."""
+    if not tps:
+        return {}
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+    try:
+        admin = AdminClient({**client_conf(src), "log_level": 0})
+        futures = admin.list_offsets({KafkaTopicPartition(t, p): OffsetSpec.latest() for t, p in tps},
+                                     request_timeout=timeout)
+        return {(k.topic, k.partition): int(f.result(timeout).offset) for k, f in futures.items()}
+    except Exception:
+        return _watermarks(src, tps, 1, timeout)
+
+
 def topic_names(src: KafkaSource, timeout: float = 10.0) -> list[str]:
     """Every topic the broker has (for a "did you mean" when a configured one is missing)."""
     from confluent_kafka.admin import AdminClient
@@ -72,6 +113,10 @@ def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int]) -
         # (Spark would otherwise fail the query with failOnDataLoss).
         out[topic] = {str(p): max(resume[(topic, p)], low[(topic, p)]) if (topic, p) in resume else default
                       for p in ps}
+    gone = {tp: (resume[tp], lo) for tp, lo in low.items() if lo > resume[tp]}
+    if gone:  # never in silence
+        log.warning("Kafka deleted records before the pipeline read them (retention); starting from the oldest "
+                    "still there. Lost: %s", describe_lost(gone))
     return json.dumps(out, sort_keys=True)
 
 

@@ -16,6 +16,10 @@ snapshot therefore carries only its own batch, not the cumulative map of every p
 metadata grows with the partitions a batch touched, not with partitions × snapshots. (Snapshots of
 older icetide versions also carry ``icetide.watermark``, the cumulative map; it is folded in too.)
 
+A recreated topic's offsets start at 0 again (#41): a commit also records ``icetide.topic-ids``
+(``{"topic": "<Kafka topic id>"}``) where the table did not hold them yet, and the property's
+``restarts`` sets the offsets of a deleted topic aside (:func:`fold_watermark`).
+
 Before writing, rows below the table's watermark are dropped, so a replayed batch (crash, restart,
 lost checkpoint) never lands twice, whichever tables it had reached.
 """
@@ -33,8 +37,7 @@ from icetide.identifiers import validate_pipeline
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from icetide.config.models import PipelineConfig
-    from icetide.lake.meta import MetaReader, Snapshot
+    from icetide.lake.meta import Snapshot
 
 PREFIX = "icetide."
 K_PIPELINE = "icetide.pipeline"
@@ -43,11 +46,14 @@ K_BATCH = "icetide.batch"
 K_BATCH_OFFSETS = "icetide.batch-offsets"
 K_WATERMARK = "icetide.watermark"
 K_PLANNED_AT = "icetide.batch-planned-at-ms"
+K_TOPIC_IDS = "icetide.topic-ids"
 PROPERTY_PREFIX = "icetide.watermark."
 #: Snapshots committed up to this long before the mirror are folded in too (clock skew).
 MIRROR_SLACK_MS = 5 * 60 * 1000
 
 TopicPartition = tuple[str, int]
+#: The newest tagged snapshot (run, batch, committed at ms) when a topic was found recreated.
+Mark = tuple[str, int, int]
 
 
 def _encode(d: dict[TopicPartition, Any]) -> str:
@@ -138,6 +144,20 @@ class Watermark:
     #: Where it was read: "snapshot" (a tagged snapshot among the current ancestors, which a fenced
     #: commit expects to still be the newest) or "property" (the mirror, once those expired).
     source: str = "snapshot"
+    #: Kafka topic id per topic whose offsets these are (where recorded)
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    #: Topics ingested again from their start after a recreation: the snapshot up to which (this one
+    #: and older) their offsets belong to the deleted topic
+    restarts: dict[str, Mark] = field(default_factory=dict)
+
+    def without(self, topics: set[str] | dict[str, Any]) -> Watermark:
+        """A copy without the offsets, ranges and ids of ``topics`` (run, batch and source kept)."""
+        ranges = None if self.batch_ranges is None else BatchRanges(
+            {tp: r for tp, r in self.batch_ranges.ranges.items() if tp[0] not in topics},
+            self.batch_ranges.planned_at_ms)
+        return Watermark({tp: o for tp, o in self.offsets.items() if tp[0] not in topics}, self.run, self.batch,
+                         ranges, self.committed_at_ms, self.kafka_ts_max, self.source,
+                         {t: i for t, i in self.topic_ids.items() if t not in topics}, dict(self.restarts))
 
     def fence(self) -> tuple[str | None, int]:
         """(run, batch) a fenced commit expects as the newest tagged ancestor; (None, -1): none."""
@@ -175,23 +195,20 @@ class Watermark:
             batch=int(summary.get(K_BATCH, -1)),
             batch_ranges=ranges,
             committed_at_ms=committed_at_ms,
+            topic_ids=dict(json.loads(summary[K_TOPIC_IDS])) if summary.get(K_TOPIC_IDS) else {},
         )
         wm.fold(ranges.ends())
         return wm
 
     def to_property(self) -> str:
-        return json.dumps(
-            {
-                "run": self.run,
-                "batch": self.batch,
-                "committed_at_ms": self.committed_at_ms,
-                "kafka_ts_max": self.kafka_ts_max,
-                "watermark": json.loads(self.encode()),
-                "batch_offsets": json.loads(self.batch_ranges.encode()) if self.batch_ranges else {},
-            },
-            separators=(",", ":"),
-            sort_keys=True,
-        )
+        out: dict[str, Any] = {"run": self.run, "batch": self.batch, "committed_at_ms": self.committed_at_ms,
+                               "kafka_ts_max": self.kafka_ts_max, "watermark": json.loads(self.encode()),
+                               "batch_offsets": json.loads(self.batch_ranges.encode()) if self.batch_ranges else {}}
+        if self.topic_ids:  # added only when there is something to say (older readers ignore them)
+            out["topic_ids"] = self.topic_ids
+        if self.restarts:
+            out["restarts"] = {t: list(m) for t, m in self.restarts.items()}
+        return json.dumps(out, separators=(",", ":"), sort_keys=True)
 
     @classmethod
     def from_property(cls, text: str) -> Watermark:
@@ -207,11 +224,22 @@ class Watermark:
         )
         wm.kafka_ts_max = raw.get("kafka_ts_max")
         wm.source = "property"
+        wm.topic_ids = {str(t): str(i) for t, i in raw.get("topic_ids", {}).items()}
+        wm.restarts = {str(t): (str(m[0]), int(m[1]), int(m[2])) for t, m in raw.get("restarts", {}).items()}
         return wm
 
+    def restarted(self, topics: dict[str, str | None]) -> Watermark:
+        """The offsets of ``topics`` (→ the new topic's id, None if unknown) set aside, marking the
+        newest tagged snapshot: it and older ones no longer count for them (a fresh read only)."""
+        out = self.without(topics)
+        out.topic_ids.update({t: i for t, i in topics.items() if i})
+        out.restarts.update({t: (self.run, self.batch, self.committed_at_ms) for t in topics})
+        return out
 
-def commit_properties(pipeline: str, run: str, batch: int, ranges: BatchRanges) -> dict[str, str]:
-    """Snapshot-summary entries for one commit."""
+
+def commit_properties(pipeline: str, run: str, batch: int, ranges: BatchRanges,
+                      topic_ids: dict[str, str] | None = None) -> dict[str, str]:
+    """Snapshot-summary entries for one commit (``topic_ids``: the Kafka topic ids to record)."""
     props = {
         K_PIPELINE: pipeline,
         K_RUN: run,
@@ -220,6 +248,8 @@ def commit_properties(pipeline: str, run: str, batch: int, ranges: BatchRanges) 
     }
     if ranges.planned_at_ms is not None:
         props[K_PLANNED_AT] = str(ranges.planned_at_ms)
+    if topic_ids:
+        props[K_TOPIC_IDS] = json.dumps(topic_ids, separators=(",", ":"), sort_keys=True)
     return props
 
 
@@ -256,14 +286,29 @@ def watermark_from(props: dict[str, str], snapshots: list[Snapshot], pipeline: s
 
 
 def fold_watermark(base: Watermark | None, tagged: list[tuple[dict[str, str], int]]) -> Watermark | None:
-    """The property's watermark ``base`` folded with the pipeline's tagged ancestors (newest first)."""
+    """The property's watermark ``base`` folded with the pipeline's tagged ancestors (newest first).
+
+    A topic the property marks as restarted (``restarts``) takes nothing from the marked snapshot
+    and older ones: their offsets belong to the deleted topic. Topic ids: the newest wins."""
     if not tagged:
         return base
-    newest = Watermark.from_summary(tagged[0][0], tagged[0][1])
-    for summary, _ in tagged[1:]:
-        newest.fold(Watermark.from_summary(summary).offsets)
+    marks = base.restarts if base is not None else {}
+    gone: set[str] = set()
+    newest: Watermark | None = None
+    for summary, ts in tagged:
+        wm = Watermark.from_summary(summary, ts)
+        gone |= {t for t, m in marks.items() if m == (wm.run, wm.batch, ts)}
+        wm = wm.without(gone) if gone else wm
+        if newest is None:
+            newest = wm
+        else:
+            newest.fold(wm.offsets)
+            newest.topic_ids = {**wm.topic_ids, **newest.topic_ids}
+    assert newest is not None
     if base is not None:
         newest.fold(base.offsets)
+        newest.topic_ids = {**base.topic_ids, **newest.topic_ids}
+        newest.restarts = dict(base.restarts)
     return newest
 
 
@@ -295,7 +340,6 @@ def resume_offsets(watermarks: list[Watermark]) -> dict[TopicPartition, int]:
     return out
 
 
-
 def mirrors_needed(props: dict[str, str], snapshots: list[Snapshot]) -> dict[str, Watermark]:
     """Before snapshot expiry, per pipeline, the watermark its property must be set to (only pipelines
     whose property is missing or behind their tagged snapshots): once the tagged snapshots are gone,
@@ -318,7 +362,8 @@ def _newer(current: str | None, wm: Watermark) -> bool:
     if current is None:
         return True
     have = Watermark.from_property(current)
-    return not (have.batch >= wm.batch and have.offsets == wm.offsets)
+    return not (have.batch >= wm.batch and have.offsets == wm.offsets and have.topic_ids == wm.topic_ids
+                and have.restarts == wm.restarts)
 
 
 _SAFE_PROPERTY_VALUE = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-{}[]:," ')
@@ -336,33 +381,3 @@ def set_property(spark: SparkSession, table: str, pipeline: str, wm: Watermark) 
     """Write ``wm`` into ``icetide.watermark.<pipeline>`` (values checked: nothing else reaches SQL)."""
     value = property_value(wm)
     spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{PROPERTY_PREFIX}{validate_pipeline(pipeline)}' = '{value}')")
-
-
-def pipeline_watermarks(reader: MetaReader, cfg: PipelineConfig) -> dict[str, Watermark]:
-    """Every table of the pipeline holding its offsets (its target or routed tables, dead letters),
-    by ``catalog.namespace.table``; what ``icetide offsets`` shows. Reads metadata only."""
-    t = cfg.target
-    names = ({t.table} if t.table is not None else
-             {n for ns in t.namespaces() for n in reader.list_tables(ns)} - cfg.own_tables())
-    out = {}
-    for name in sorted(names | {cfg.dead_letter.table}):
-        if reader.exists(name):
-            wm = watermark_from(reader.properties(name), reader.snapshots(name), cfg.name)
-            if wm is not None:
-                out[f"{reader.catalog}.{name}"] = wm
-    return out
-
-
-def pipelines_on(props: dict[str, str], snapshots: list[Snapshot]) -> dict[str, Watermark]:
-    """Every pipeline that holds offsets in a table (its mirror or tagged ancestors), by name."""
-    names = {k[len(PROPERTY_PREFIX):] for k in props if k.startswith(PROPERTY_PREFIX)}
-    names |= {s.summary[K_PIPELINE] for s in snapshots if K_PIPELINE in s.summary and s.ancestry is not None}
-    out = {}
-    for p in sorted(names):
-        try:
-            wm = watermark_from(props, snapshots, p)
-        except Exception:
-            continue
-        if wm is not None:
-            out[p] = wm
-    return out
