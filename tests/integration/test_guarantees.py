@@ -391,7 +391,12 @@ def _recreate(bootstrap: str, topic: str, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
 
     def topic_id() -> str:
-        return str(admin.describe_topics(TopicCollection([topic]))[topic].result(30).topic_id)
+        for _ in range(60):  # a topic just created is known to the controller a moment later
+            try:
+                return str(admin.describe_topics(TopicCollection([topic]))[topic].result(30).topic_id)
+            except Exception:
+                time.sleep(0.5)
+        raise AssertionError(f"{topic} has no id")
 
     old = topic_id()
     admin.delete_topics([topic], operation_timeout=30)[topic].result(60)

@@ -292,3 +292,18 @@ def test_the_run_reports_it_and_a_batch_s_error_stops_it_with_one_line() -> None
                            "topic 'orders' (…) was deleted and created again\n")
     assert _recreated_line(wrapped).startswith("source.on_topic_recreated: topic 'orders'")
     assert _terminal(wrapped)
+
+
+def test_topic_ids_are_written_as_kafka_prints_them_and_fit_a_table_property() -> None:
+    """librdkafka prints topic ids in standard base64; a ``+`` or ``/`` in one made the mirror refuse
+    the watermark (found on the real stack). Kafka's form is URL-safe."""
+    from confluent_kafka import Uuid
+
+    from icetide.ingest.source import id_text
+    from icetide.lake.offsets import property_value
+
+    uuid = Uuid(-1, -1)  # all bits set: '/' in every position of the standard alphabet
+    assert "/" in str(uuid) or "+" in str(uuid)
+    text = id_text(uuid)
+    assert text == "_" * 21 + "w" and id_text(Uuid(0, 0)) == "" and id_text(None) == ""
+    assert json.loads(property_value(_wm(topic_ids={"t": text})))["topic_ids"] == {"t": text}

@@ -49,8 +49,15 @@ def list_partitions(src: KafkaSource, timeout: float = 10.0) -> dict[str, list[i
     return {t: sorted(md.topics[t].partitions) for t in wanted if t in md.topics and md.topics[t].partitions}
 
 
+def id_text(uuid: object) -> str:
+    """A Kafka topic id as Kafka's own tools print it (URL-safe base64; librdkafka prints the standard
+    alphabet, whose ``+`` and ``/`` no table property may hold); "" for none or Uuid.ZERO (unknown)."""
+    text = str(uuid).replace("+", "-").replace("/", "_") if uuid is not None else ""
+    return "" if text == "AAAAAAAAAAAAAAAAAAAAAA" else text
+
+
 def topic_ids(src: KafkaSource, topics: list[str], timeout: float = 10.0) -> dict[str, str]:
-    """Kafka's id of each topic (base64, as Kafka prints it), where the broker tells it; one request.
+    """Kafka's id of each topic (URL-safe base64, as Kafka prints it), where the broker tells it; one request.
     A topic deleted and created again under its name gets a new id."""
     if not topics:
         return {}
@@ -64,8 +71,8 @@ def topic_ids(src: KafkaSource, topics: list[str], timeout: float = 10.0) -> dic
             desc = future.result(timeout)
         except Exception:  # deleted meanwhile, not authorized, a broker without topic ids
             continue
-        text = str(desc.topic_id) if desc.topic_id is not None else ""
-        if text and text != "AAAAAAAAAAAAAAAAAAAAAA":  # Uuid.ZERO: unknown
+        text = id_text(desc.topic_id)
+        if text:
             out[topic] = text
     return out
 
