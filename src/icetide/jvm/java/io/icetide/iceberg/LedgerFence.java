@@ -3,12 +3,17 @@ package io.icetide.iceberg;
 import java.util.Map;
 import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.DataFile;
+import org.apache.iceberg.DeleteFile;
 import org.apache.iceberg.ManageSnapshots;
+import org.apache.iceberg.RowDelta;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.SnapshotAncestryValidator;
 import org.apache.iceberg.SnapshotRef;
+import org.apache.iceberg.SnapshotUpdate;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.exceptions.ValidationException;
+import org.apache.iceberg.expressions.Expressions;
+import org.apache.iceberg.util.ContentFileUtil;
 import org.apache.iceberg.util.SnapshotUtil;
 
 /**
@@ -28,10 +33,11 @@ import org.apache.iceberg.util.SnapshotUtil;
  * to a shared table pushed them out), the mirrored ledger, the table property {@code
  * icetide.watermark.<pipeline>} that maintenance sets before it expires, stands for the newest one.
  *
- * <p>MERGEs (CDC tables) are fenced by {@link #stage} and {@link #publish}: Spark's MERGE commits to
- * a branch made at main's head after the fence validated that head, and main is then fast-forwarded
- * to the branch, which Iceberg only does while main's head is still the branch's base (the
- * catalog's compare-and-swap). So a MERGE lands only on the exact state the fence approved.
+ * <p>Writes Spark commits itself (MERGEs of CDC tables, appends the multi-table writer refuses) are
+ * fenced by {@link #stage} and {@link #publish}: Spark commits to a branch made at main's head after
+ * the fence validated that head; main is then fast-forwarded to the branch while main's head is
+ * still the branch's base, or the branch's one snapshot is replayed onto main's new head with the
+ * fence validated again inside that commit. So such a write lands only where the fence approves.
  */
 public final class LedgerFence implements SnapshotAncestryValidator {
   /** Text in the failure message by which icetide recognises a fenced commit. */
@@ -153,17 +159,97 @@ public final class LedgerFence implements SnapshotAncestryValidator {
   }
 
   /**
-   * After the MERGE committed to {@code branch}: fast-forwards main to it and removes the branch, in
-   * one commit that Iceberg validates on the refreshed metadata (main must still be the branch's
-   * base). A failure is a {@link ValidationException} ("Cannot fast-forward"): run the MERGE again.
+   * After a write committed to {@code branch} (one snapshot on top of the staged base): lands it on
+   * main, fenced, and removes the branch. Returns null once landed, else the fence's message
+   * (nothing landed on main).
+   *
+   * <p>While main's head is still the base, main is fast-forwarded to the branch (the catalog's
+   * compare-and-swap makes that atomic). When other writers committed to main meanwhile (a
+   * compaction, another pipeline), the branch's snapshot is replayed onto main's head as one commit
+   * with the same files and icetide tags, fenced again and validated as Spark validates a MERGE
+   * committed straight to main (serializable, from the base): the files it removes still exist, the
+   * data files its deletes reference still exist, and nobody added data or deletes it could miss. A
+   * compaction of other files therefore costs nothing; one that rewrote the files it touched fails
+   * the replay with a {@link ValidationException}, and the write runs again on the new head.
    */
-  public static void publish(Table table, String branch) {
+  public static String publish(Table table, String branch, String pipeline, String run, long batch) {
     table.refresh();
     SnapshotRef ref = table.refs().get(branch);
     if (ref == null) {
       throw new ValidationException("Cannot fast-forward: branch %s is gone", branch);
     }
-    table.manageSnapshots().fastForwardBranch(SnapshotRef.MAIN_BRANCH, branch).removeBranch(branch).commit();
+    Snapshot tip = table.snapshot(ref.snapshotId());
+    Snapshot head = table.currentSnapshot();
+    if (head == null || SnapshotUtil.isAncestorOf(tip.snapshotId(), head.snapshotId(), table::snapshot)) {
+      table.manageSnapshots().fastForwardBranch(SnapshotRef.MAIN_BRANCH, branch).removeBranch(branch).commit();
+      return null;
+    }
+    Long base = tip.parentId();
+    if (base == null || !SnapshotUtil.isAncestorOf(head.snapshotId(), base, table::snapshot)) {
+      throw new ValidationException(
+          "Cannot fast-forward: main is not an ancestor of branch %s and the branch is not one write on main", branch);
+    }
+    LedgerFence fence = new LedgerFence(pipeline, run, batch, table);
+    String refused = replay(table, tip, base, fence);
+    if (refused != null) {
+      return refused;
+    }
+    table.manageSnapshots().removeBranch(branch).commit();
+    return null;
+  }
+
+  /** Commits {@code tip}'s changes (relative to its parent {@code base}) onto main, fenced. */
+  private static String replay(Table table, Snapshot tip, long base, LedgerFence fence) {
+    org.apache.iceberg.io.FileIO io = table.io();
+    java.util.List<DeleteFile> deletes = new java.util.ArrayList<>();
+    tip.addedDeleteFiles(io).forEach(deletes::add);
+    java.util.List<DataFile> removed = new java.util.ArrayList<>();
+    tip.removedDataFiles(io).forEach(removed::add);
+    java.util.List<DeleteFile> removedDeletes = new java.util.ArrayList<>();
+    tip.removedDeleteFiles(io).forEach(removedDeletes::add);
+    SnapshotUpdate<?> update;
+    if (deletes.isEmpty() && removed.isEmpty() && removedDeletes.isEmpty()) {
+      AppendFiles append = table.newAppend(); // appends commute with every other commit
+      tip.addedDataFiles(io).forEach(append::appendFile);
+      update = append;
+    } else {
+      RowDelta delta = table.newRowDelta();
+      tip.addedDataFiles(io).forEach(delta::addRows);
+      removed.forEach(delta::removeRows);
+      removedDeletes.forEach(delta::removeDeletes);
+      java.util.List<String> referenced = new java.util.ArrayList<>();
+      for (DeleteFile d : deletes) {
+        delta.addDeletes(d);
+        String location = ContentFileUtil.referencedDataFileLocation(d);
+        if (location == null) { // a partition-scoped position delete file: which files, unknown here
+          throw new ValidationException("Cannot replay: delete file %s references no single data file", d.location());
+        }
+        referenced.add(location);
+      }
+      update = delta.validateFromSnapshot(base)
+          .conflictDetectionFilter(Expressions.alwaysTrue())
+          .validateDataFilesExist(referenced)
+          .validateDeletedFiles()
+          .validateNoConflictingDataFiles()
+          .validateNoConflictingDeleteFiles();
+    }
+    for (Map.Entry<String, String> e : tip.summary().entrySet()) {
+      if (e.getKey().startsWith("icetide.") || e.getKey().equals("spark.app.id")) {
+        update.set(e.getKey(), e.getValue());
+      }
+    }
+    update.set("icetide.replayed-from", String.valueOf(tip.snapshotId()));
+    update.validateWith(fence);
+    try {
+      update.commit();
+      return null;
+    } catch (ValidationException e) {
+      String message = String.valueOf(e.getMessage());
+      if (message.contains(MARKER)) {
+        return message;
+      }
+      throw e;
+    }
   }
 
   /** Removes {@code branch} if it exists (after a failed MERGE). */
