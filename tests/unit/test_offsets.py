@@ -131,3 +131,5 @@ def test_item9_lost_ranges_are_the_part_of_a_batch_kafka_no_longer_holds() -> No
     assert lost == {("t", 0): (100, 150), ("t", 1): (50, 60)}
     assert describe_lost(lost) == "t[0] offsets 100-149 (50 records), t[1] offsets 50-59 (10 records)"
     assert lost_ranges(ranges, {}) == {}
+    # #41, hole 5: a partition new to the query (no position before the batch) lost nothing
+    assert lost_ranges(ranges, low, read={("t", 0), ("u", 0)}) == {("t", 0): (100, 150)}

@@ -14,9 +14,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from icetide.app import run_alerts
+from icetide.app.resume import starting_json
 from icetide.config.models import PipelineConfig
 from icetide.errors import TopicRecreatedError
-from icetide.ingest import recreated, source
+from icetide.ingest import recreated
 from icetide.lake import checkpoint
 from icetide.lake.offsets import TopicPartition, Watermark
 from icetide.lake.tables import table_exists
@@ -93,7 +94,7 @@ def at_start(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter, has_
         return None  # the tables' offsets (set aside for the recreated topic) are the starting point
     resume = {tp: off for tp, off in checkpoint.resume_position(spark, ckpt).items() if tp[0] not in found}
     aside = checkpoint.set_aside(spark, ckpt)
-    offsets_json = source.starting_offsets_json(cfg.source, resume)
+    offsets_json = starting_json(cfg, writer, resume)
     log.warning("set the checkpoint %s aside as %s (it holds offsets of the deleted topic); starting from %s",
                 ckpt, aside, offsets_json)
     return offsets_json
