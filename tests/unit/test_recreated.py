@@ -232,6 +232,7 @@ class _Writer:
 def _start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, sidecar: dict[str, str],
            planned: dict[tuple[str, int], int]) -> tuple[str | None, _Writer, list[str]]:
     from icetide.app import recreated as app_recreated
+    from icetide.ingest import source
     from icetide.lake import checkpoint
 
     kafka = KafkaTopics({"orders": Y}, {"orders": [0], "other": [0]}, {("orders", 0): 5_000, ("other", 0): 90})
@@ -241,8 +242,8 @@ def _start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, sidecar: 
     monkeypatch.setattr(checkpoint, "recorded_offsets", lambda spark, loc: planned)
     monkeypatch.setattr(checkpoint, "resume_position", lambda spark, loc: {("orders", 0): 20_000, ("other", 0): 80})
     monkeypatch.setattr(checkpoint, "set_aside", lambda spark, loc: moved.append(loc) or f"{loc}.recreated-x")
-    monkeypatch.setattr(app_recreated.source, "list_partitions", lambda src: kafka.partitions)
-    monkeypatch.setattr(app_recreated.source, "low_watermarks", lambda src, tps: {tp: 0 for tp in tps})
+    monkeypatch.setattr(source, "list_partitions", lambda src: kafka.partitions)
+    monkeypatch.setattr(source, "low_watermarks", lambda src, tps: {tp: 0 for tp in tps})
     cfg = load_config(write(tmp_path, {**BASE, "source": {**BASE["source"], "topics": ["orders", "other"],
                                                            "on_topic_recreated": mode}}))
     writer = _Writer(cfg, {})
