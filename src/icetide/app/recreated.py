@@ -69,12 +69,15 @@ def at_start(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter, has_
     if has_checkpoint:
         ids = {t: {i} for t, i in checkpoint.read_topic_ids(spark, ckpt).items()}
         offsets = checkpoint.recorded_offsets(spark, ckpt)
-    else:
+    missing = set(kafka.partitions) - set(ids)
+    if not has_checkpoint or missing:  # no checkpoint, or one without these topics' ids (lost, restored)
         for wm in table_watermarks(spark, writer).values():
             for t, i in wm.topic_ids.items():
-                ids.setdefault(t, set()).add(i)
-            for tp, off in wm.offsets.items():
-                offsets[tp] = max(offsets.get(tp, -1), off)
+                if not has_checkpoint or t in missing:
+                    ids.setdefault(t, set()).add(i)
+            if not has_checkpoint:
+                for tp, off in wm.offsets.items():
+                    offsets[tp] = max(offsets.get(tp, -1), off)
     found = {**recreated.recreated_topics(kafka, ids, offsets), **topics.pending}
     if found and cfg.source.on_topic_recreated == "stop":
         raise TopicRecreatedError(recreated.stop_message(cfg.name, found))
