@@ -408,6 +408,21 @@ def test_item12_sanitize_maps_names_to_identifiers_and_keeps_the_producers_name(
     assert rows == {"r0": ("curl", None, "api", True), "r1": ("curl", None, "api", True),
                     "r2": ("curl", None, "api", True), "r3": ("wget", 2.5, "web", None)}
     assert runner.writer.counters.dead_letters == 0
+    # #41, hole 7: the mapping lives in a table property (created with the table, extended with each
+    # evolution in the same commit), so an edited column comment does not drop the values, and a
+    # literal field equal to a sanitized column is refused, never read into that column
+    names = json.loads(table_property(spark, fq, "icetide.original-names") or "{}")
+    assert names == {"user_x2Dagent": "user-agent", "_2fa": "2fa", "attributes.service_x2Ename": "service.name",
+                     "gr_xF6_xDFe": "größe"}
+    spark.sql(f"ALTER TABLE {fq} ALTER COLUMN user_x2Dagent COMMENT 'the client that sent it'")
+    send(kafka.bootstrap, topic, [dumps({"id": "r4", "user-agent": "httpie"}),
+                                  dumps({"id": "r5", "user_x2Dagent": "a literal"})])
+    runner = run_in_process(spark, path)
+    spark.catalog.refreshTable(fq)
+    got = {r[0]: r[1] for r in spark.table(fq).where("id IN ('r4', 'r5')").select("id", "user_x2Dagent").collect()}
+    assert got == {"r4": "httpie"}  # was: r4 null (matched by the edited comment), r5 'a literal'
+    dead = spark.sql(f"SELECT error_class FROM icetide.{table.split('.')[0]}.{table.split('.')[1]}_dlq").collect()
+    assert [r[0] for r in dead] == ["name_collision"]
 
 
 # -- a topic deleted and created again (#41) ------------------------------------------------------------
