@@ -211,7 +211,7 @@ class _Writer:
 
         self.topics = Topics(cfg.source, cfg.name)
         self.counters = PipelineCounters()
-        self.held, self.read = held, []  # type: ignore[var-annotated]
+        self.by_table, self.read = held, []  # type: ignore[var-annotated]
         self.cfg = cfg
         self.ledger = self  # its forget()
 
@@ -226,7 +226,15 @@ class _Writer:
 
     def watermark(self, table: str) -> Watermark | None:
         self.read.append((table, self.topics.armed))
-        return self.held.get(table)
+        return self.by_table.get(table)
+
+    def held(self, tables: list[str]) -> dict[tuple[str, int], int]:  # the ledger's
+        out: dict[tuple[str, int], int] = {}
+        for t in tables:
+            wm = self.by_table.get(t)
+            for tp, off in (wm.offsets if wm is not None else {}).items():
+                out[tp] = max(out.get(tp, -1), off)
+        return out
 
 
 def _start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, sidecar: dict[str, str],

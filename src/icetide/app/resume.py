@@ -32,6 +32,8 @@ def starting_json(cfg: PipelineConfig, writer: BatchWriter, resume: dict[TopicPa
     Narrower: a batch that a crash left partial *and* whose checkpoint is lost is assumed written
     up to the highest offset any table holds, so retention deleting its unwritten part in between
     goes unreported (docs/guarantees.md)."""
+    if written is None:  # what the tables hold: a checkpoint may lag them by a batch
+        written = writer.ledger.held([writer.q(t) for t in writer.tables()])
     offsets, lost = source.starting_offsets_json(cfg.source, resume, written)
     if not lost:
         return offsets

@@ -296,7 +296,7 @@ def fenced_merge(spark: SparkSession, properties: dict[str, str], source: DataFr
     if fence is None:
         write(table)
     else:
-        fenced_write(spark, table, fence, write)
+        fenced_write(spark, table, fence, write, merge=True)
 
 
 def merge_retrying_conflicts(spark: SparkSession, properties: dict[str, str], source: DataFrame, table: str,

@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 from icetide import faults
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
-from icetide.errors import FENCE_MARKER, FencedError, TopicRecreatedError
+from icetide.errors import FENCE_MARKER, FencedError, TopicRecreatedError, is_commit_conflict, is_fenced
 from icetide.ingest import multi_write
 from icetide.ingest.recreated import Recreated, Topics, ids_to_record, stop_message
 from icetide.lake import inflight
@@ -88,6 +88,15 @@ class Ledger:
             wm = self._adopted(table, wm)
             self._watermarks[table] = self._renewed(table, wm) if wm is not None else None
         return self._watermarks[table]
+
+    def held(self, tables: list[str]) -> dict[tuple[str, int], int]:
+        """Per partition, the highest offset any of ``tables`` (qualified) holds."""
+        out: dict[tuple[str, int], int] = {}
+        for table in tables:
+            wm = self.watermark(table)
+            for tp, off in (wm.offsets if wm is not None else {}).items():
+                out[tp] = max(out.get(tp, -1), off)
+        return out
 
     def _renewed(self, table: str, wm: Watermark) -> Watermark:
         """``wm`` (a fresh read) with the offsets of topics deleted and created again since set aside,
@@ -281,7 +290,7 @@ class Ledger:
                     if fence is None:
                         append(table)
                     else:  # every commit is fenced: on a branch, then onto main
-                        fenced_write(self.spark, table, fence, append)
+                        self._retrying(table, lambda: fenced_write(self.spark, table, fence, append))
                 except FencedError:
                     self._watermarks.pop(p.table, None)
                     raise
@@ -291,6 +300,21 @@ class Ledger:
         ts = stats.get.get("ts_max") if stats is not None else None  # filled in by the write that just finished
         self.finish(p, int(ts) if ts is not None else None)
         return int(counted.get["n"])
+
+    @staticmethod
+    def _retrying(table: str, write: Callable[[], None], retries: int = 5) -> None:
+        """``write`` again on a commit conflict (a commit raced the branch's stage or publish; a failed
+        attempt lands nothing), as Spark's own append retries its commit; a fence's refusal is final."""
+        for attempt in range(retries + 1):
+            try:
+                write()
+                return
+            except Exception as e:
+                if attempt == retries or is_fenced(e) or not is_commit_conflict(e):
+                    raise
+                log.warning("append to %s conflicted with a concurrent commit (%s); retry %d", table,
+                            (str(e).strip().splitlines() or [type(e).__name__])[0][:300], attempt + 1)
+                time.sleep(0.5 * 2**attempt)
 
     def _append_job(self, p: Pending, out: DataFrame, since_ms: int | None) -> int | None:
         """Append ``out`` through icetide's JVM writer with a fenced commit; None if it refuses the table."""

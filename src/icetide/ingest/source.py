@@ -110,10 +110,11 @@ def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int],
     the earliest offset elsewhere.
 
     Spark requires every partition of every subscribed topic to be listed once specific offsets
-    are given. A partition without a resume point (added to the topic since, or of a topic a
-    pattern matches now) has never been read by the pipeline, so all of it is new: it starts at its
-    earliest offset. ``source.starting_offsets`` applies only to a pipeline's very first start (and
-    Spark itself starts partitions it discovers while running at their earliest offset).
+    are given. A partition without a resume point has never been read by the pipeline, so all of
+    it is new: a partition added to a topic it read starts at offset 0 (what retention deleted of
+    it is a reported gap), one of a topic a pattern matches now at its earliest offset.
+    ``source.starting_offsets`` applies only to a pipeline's very first start (and Spark itself
+    starts partitions it discovers while running at their earliest offset).
 
     Also returns what retention deleted that the pipeline had not written (the caller reports it,
     or stops): above ``written`` (per partition, the highest offset any table holds; default the
@@ -121,6 +122,8 @@ def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int],
     """
     default = -2
     parts = list_partitions(src)
+    known = {t for t, _ in resume}  # a partition added to a topic read before is read from offset 0
+    resume = {**{(t, p): 0 for t, ps in parts.items() if t in known for p in ps}, **resume}
     low = low_watermarks(src, [(t, p) for t, ps in parts.items() for p in ps if (t, p) in resume])
     out: dict[str, dict[str, int]] = {}
     for topic, ps in parts.items():
@@ -157,6 +160,17 @@ def lost_ranges(ranges: BatchRanges, low: dict[TopicPartition, int], read: set[T
         lo = low.get(tp)
         if lo is not None and end > start and lo > start:
             out[tp] = (start, min(lo, end))
+    return out
+
+
+def above(lost: Lost, held: dict[TopicPartition, int]) -> Lost:
+    """``lost`` without what the tables already hold (``held``: per partition, the highest offset
+    any table of the pipeline holds)."""
+    out = {}
+    for tp, (a, b) in sorted(lost.items()):
+        start = max(a, held.get(tp, a))
+        if b > start:
+            out[tp] = (start, b)
     return out
 
 

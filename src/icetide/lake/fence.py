@@ -55,22 +55,25 @@ def fenced_append(spark: SparkSession, table: str, files: object, tags: dict[str
     return None if refused is None else str(refused)
 
 
-def fenced_write(spark: SparkSession, table: str, fence: Fence, write: Callable[[str], None]) -> None:
+def fenced_write(spark: SparkSession, table: str, fence: Fence, write: Callable[[str], None],
+                 merge: bool = False) -> None:
     """Run ``write(target)`` (it commits one snapshot to ``target``, a branch of ``table``) and land
     it on main, fenced: :class:`~icetide.errors.FencedError` if the fence refuses (nothing landed,
-    the branch removed); a conflict with what landed on main meanwhile raises Iceberg's error."""
-    from icetide.errors import FencedError
+    the branch removed); a conflict with what landed on main meanwhile raises Iceberg's error.
+    ``merge``: the write read the table (a MERGE), so a replay checks what Spark checks for one."""
+    from icetide.errors import FENCE_MARKER, FencedError
 
     jvm: Any = spark._jvm
     ledger_fence = jvm.io.icetide.iceberg.LedgerFence
     handle = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
-    refused = ledger_fence.stage(handle, fence.branch, fence.pipeline, fence.run, fence.batch)
-    if refused is not None:
-        raise FencedError(str(refused))
+    staged = str(ledger_fence.stage(handle, fence.branch, fence.pipeline, fence.run, fence.batch))
+    if staged.startswith(FENCE_MARKER) or not staged.lstrip("-").isdigit():
+        raise FencedError(staged)
     try:
         write(f"{table}.branch_{fence.branch}")  # reads the branch (main's head when staged), commits to it
         faults.point("between_write_and_publish", table)
-        refused = ledger_fence.publish(handle, fence.branch, fence.pipeline, fence.run, fence.batch)
+        refused = ledger_fence.publish(handle, fence.branch, int(staged), merge, fence.pipeline, fence.run,
+                                       fence.batch)
         if refused is not None:
             raise FencedError(str(refused))
     except BaseException:

@@ -11,6 +11,7 @@ import org.apache.iceberg.SnapshotAncestryValidator;
 import org.apache.iceberg.SnapshotRef;
 import org.apache.iceberg.SnapshotUpdate;
 import org.apache.iceberg.Table;
+import org.apache.iceberg.exceptions.CommitFailedException;
 import org.apache.iceberg.exceptions.ValidationException;
 import org.apache.iceberg.expressions.Expressions;
 import org.apache.iceberg.util.ContentFileUtil;
@@ -132,10 +133,12 @@ public final class LedgerFence implements SnapshotAncestryValidator {
   }
 
   /**
-   * Before a fenced MERGE: validates the fence on main's head and points {@code branch} at it (a
-   * table without snapshots first gets an empty one). Spark's MERGE then writes to the branch.
+   * Before a fenced write Spark commits itself: validates the fence on main's head and points
+   * {@code branch} at it (a table without snapshots first gets an empty one). Spark then writes to
+   * the branch.
    *
-   * @return null when staged, else the fence's message (nothing was changed)
+   * @return the staged snapshot's id (decimal) when staged, else the fence's message (starts with
+   *     {@link #MARKER}; nothing was changed)
    */
   public static String stage(Table table, String branch, String pipeline, String run, long batch) {
     table.refresh();
@@ -153,9 +156,11 @@ public final class LedgerFence implements SnapshotAncestryValidator {
     } else {
       update.createBranch(branch, head.snapshotId());
     }
-    // a branch left behind by a crash between stage and publish expires with snapshots
-    update.setMaxRefAgeMs(branch, 24L * 3600 * 1000).commit();
-    return null;
+    // a branch left behind by a crash between stage and publish expires a day from now (the age
+    // counts from its head snapshot's time, which on an idle table may be long past)
+    long age = Math.max(0L, System.currentTimeMillis() - head.timestampMillis()) + 24L * 3600 * 1000;
+    update.setMaxRefAgeMs(branch, age).commit();
+    return String.valueOf(head.snapshotId());
   }
 
   /**
@@ -172,25 +177,33 @@ public final class LedgerFence implements SnapshotAncestryValidator {
    * compaction of other files therefore costs nothing; one that rewrote the files it touched fails
    * the replay with a {@link ValidationException}, and the write runs again on the new head.
    */
-  public static String publish(Table table, String branch, String pipeline, String run, long batch) {
+  public static String publish(
+      Table table, String branch, long staged, boolean merge, String pipeline, String run, long batch) {
     table.refresh();
     SnapshotRef ref = table.refs().get(branch);
     if (ref == null) {
       throw new ValidationException("Cannot fast-forward: branch %s is gone", branch);
     }
     Snapshot tip = table.snapshot(ref.snapshotId());
-    Snapshot head = table.currentSnapshot();
-    if (head == null || SnapshotUtil.isAncestorOf(tip.snapshotId(), head.snapshotId(), table::snapshot)) {
-      table.manageSnapshots().fastForwardBranch(SnapshotRef.MAIN_BRANCH, branch).removeBranch(branch).commit();
-      return null;
+    if (tip == null || tip.parentId() == null || tip.parentId() != staged) {
+      // expired and made again, or written twice: not the one write on the state the fence approved
+      throw new ValidationException("Cannot fast-forward: branch %s is not one write on snapshot %s", branch, staged);
     }
-    Long base = tip.parentId();
-    if (base == null || !SnapshotUtil.isAncestorOf(head.snapshotId(), base, table::snapshot)) {
-      throw new ValidationException(
-          "Cannot fast-forward: main is not an ancestor of branch %s and the branch is not one write on main", branch);
+    Snapshot head = table.currentSnapshot();
+    if (head != null && head.snapshotId() == staged) {
+      try {
+        table.manageSnapshots().fastForwardBranch(SnapshotRef.MAIN_BRANCH, branch).removeBranch(branch).commit();
+        return null;
+      } catch (IllegalArgumentException | CommitFailedException e) {
+        table.refresh(); // main moved since the refresh above: replay onto its new head
+        head = table.currentSnapshot();
+      }
+    }
+    if (head == null || !SnapshotUtil.isAncestorOf(head.snapshotId(), staged, table::snapshot)) {
+      throw new ValidationException("Cannot fast-forward: main no longer descends from snapshot %s", staged);
     }
     LedgerFence fence = new LedgerFence(pipeline, run, batch, table);
-    String refused = replay(table, tip, base, fence);
+    String refused = replay(table, tip, staged, merge, fence);
     if (refused != null) {
       return refused;
     }
@@ -198,8 +211,11 @@ public final class LedgerFence implements SnapshotAncestryValidator {
     return null;
   }
 
-  /** Commits {@code tip}'s changes (relative to its parent {@code base}) onto main, fenced. */
-  private static String replay(Table table, Snapshot tip, long base, LedgerFence fence) {
+  /**
+   * Commits {@code tip}'s changes (relative to its parent {@code base}) onto main, fenced. A plain
+   * append commutes with everything; a MERGE ({@code merge}) is validated as Spark validates one.
+   */
+  private static String replay(Table table, Snapshot tip, long base, boolean merge, LedgerFence fence) {
     org.apache.iceberg.io.FileIO io = table.io();
     java.util.List<DeleteFile> deletes = new java.util.ArrayList<>();
     tip.addedDeleteFiles(io).forEach(deletes::add);
@@ -208,7 +224,7 @@ public final class LedgerFence implements SnapshotAncestryValidator {
     java.util.List<DeleteFile> removedDeletes = new java.util.ArrayList<>();
     tip.removedDeleteFiles(io).forEach(removedDeletes::add);
     SnapshotUpdate<?> update;
-    if (deletes.isEmpty() && removed.isEmpty() && removedDeletes.isEmpty()) {
+    if (!merge && deletes.isEmpty() && removed.isEmpty() && removedDeletes.isEmpty()) {
       AppendFiles append = table.newAppend(); // appends commute with every other commit
       tip.addedDataFiles(io).forEach(append::appendFile);
       update = append;
@@ -239,6 +255,8 @@ public final class LedgerFence implements SnapshotAncestryValidator {
       }
     }
     update.set("icetide.replayed-from", String.valueOf(tip.snapshotId()));
+    // as a cherry-pick records it: expiring the branch's snapshot then keeps the files main now holds
+    update.set("source-snapshot-id", String.valueOf(tip.snapshotId()));
     update.validateWith(fence);
     try {
       update.commit();
