@@ -20,6 +20,7 @@ def test_a_seeded_fault_schedule_leaves_every_record_exact(tmp_path: Path) -> No
     report = chaos.run()
     kinds = {f["kind"] for f in report["faults"]}
     assert len(kinds) >= 4, f"the schedule met too few kinds of fault to prove anything: {sorted(kinds)}"
-    assert report["produced"]["append"] > 10_000 and report["produced"]["cdc"] > 5_000
+    # the producer runs beside three test workers: a floor well under the nominal 100 records/s
+    assert report["produced"]["append"] > 40 * 60 * MINUTES and report["produced"]["cdc"] > 5_000
     failed = [f"{c['name']}: {c['detail']}" for c in report["checks"] if not c["ok"]]
     assert not failed, "\n".join(failed)
