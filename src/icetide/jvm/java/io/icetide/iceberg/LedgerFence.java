@@ -118,18 +118,7 @@ public final class LedgerFence implements SnapshotAncestryValidator {
     for (Map.Entry<String, String> e : properties.entrySet()) {
       append.set(e.getKey(), e.getValue());
     }
-    LedgerFence fence = new LedgerFence(pipeline, run, batch, table);
-    append.validateWith(fence);
-    try {
-      append.commit();
-      return null;
-    } catch (ValidationException e) {
-      String message = String.valueOf(e.getMessage());
-      if (message.contains(MARKER)) {
-        return message;
-      }
-      throw e;
-    }
+    return commitFenced(append, new LedgerFence(pipeline, run, batch, table));
   }
 
   /**
@@ -257,6 +246,16 @@ public final class LedgerFence implements SnapshotAncestryValidator {
     update.set("icetide.replayed-from", String.valueOf(tip.snapshotId()));
     // as a cherry-pick records it: expiring the branch's snapshot then keeps the files main now holds
     update.set("source-snapshot-id", String.valueOf(tip.snapshotId()));
+    return commitFenced(update, fence);
+  }
+
+  /**
+   * Commits {@code update} with {@code fence} validated inside the commit.
+   *
+   * @return null once committed, else the fence's message (nothing was committed); any other
+   *     validation failure is thrown
+   */
+  private static String commitFenced(SnapshotUpdate<?> update, LedgerFence fence) {
     update.validateWith(fence);
     try {
       update.commit();
