@@ -123,7 +123,7 @@ def test_two_versions_every_type_and_every_bad_input_in_one_batch(kafka, lake, t
     for i in range(40):
         r, want = rows[f"e{i}"], record(i)
         assert r["n"] == i and isinstance(r["n"], int)
-        assert r["note"] == (f"n{i}" if i % 2 else "none")  # v1 records get v2's default
+        assert r["note"] == (f"n{i}" if i % 2 else None)  # each record as its own version wrote it (#40)
         assert r["amount"] == want["amount"] and r["price"] == want["price"]
         assert r["ts"] == want["ts"]  # to the microsecond, with zone
         assert r["ts_ms"] == want["ts_ms"]
@@ -221,7 +221,8 @@ def test_record_name_routing_one_topic_many_tables_with_avro_keys(kafka, lake, t
     cfg_dict["dead_letter"] = {"table": f"{ns}.dlq"}
     cfg = write_config(tmp_path / "p.yaml", cfg_dict)
     run_in_process(spark, cfg)
-    orders, refunds = scan(cfg, f"{ns}.purchase"), scan(cfg, f"{ns}.refund")
+    # routed by the full name (#40): shop.<ns>.Purchase → shop_<ns>_purchase
+    orders, refunds = scan(cfg, f"{ns}.shop_{ns}_purchase"), scan(cfg, f"{ns}.shop_{ns}_refund")
     assert sorted(r["id"] for r in orders) == [i for i in range(30) if i % 3]
     assert sorted(r["id"] for r in refunds) == [i for i in range(30) if not i % 3]
     assert {r["total"] for r in orders} == {i * 1.5 for i in range(30) if i % 3}

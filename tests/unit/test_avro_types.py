@@ -86,7 +86,7 @@ def test_nested_records_named_types_docs_and_time_notes() -> None:
     (rec(col("id", "long"), col("next", ["null", "R"])), "contains itself"),
     (rec(col("a", "long"), col("A", "long")), "ignoring case"),
     (rec(col("_kafka_offset", "long")), "reserves"),
-    (rec(col("d", {"type": "bytes", "logicalType": "decimal", "precision": 39, "scale": 0})), "precision 1-38"),
+    (rec(col("d", {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 12})), "precision 1-38"),
     (rec(col("x", "ns.Missing")), "not defined"),
     ({"type": "array", "items": "long"}, "not an Avro record"),
 ])

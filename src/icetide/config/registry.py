@@ -29,6 +29,12 @@ class SchemaRegistry(Strict):
         description="How subjects are named: <topic>-value (topic_name), <record full name> (record_name), "
         "<topic>-<record full name> (topic_record_name); with record names one topic carries several record types",
     )
+    semantic_types: Literal["convert", "raw"] = Field(
+        default="convert",
+        description="Kafka Connect and Debezium semantic types (connect.name): convert: each becomes the column "
+        "type it means (io.debezium.time.MicroTimestamp a timestamp, Date a date, ZonedTimestamp a timestamp "
+        "with zone, ...; see docs/formats.md); raw: the Avro type as written (a long of epoch microseconds)",
+    )
     timeout_s: float = Field(default=10.0, gt=0, le=300, description="One request's timeout")
     max_wait_s: float = Field(
         default=600.0, ge=0,

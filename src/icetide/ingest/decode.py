@@ -15,6 +15,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from icetide.config.target import TargetTable
 from icetide.ingest import names
 
 if TYPE_CHECKING:
@@ -207,3 +208,13 @@ DEAD_LETTER_SCHEMA = StructType.fromJson(
         ],
     }
 )
+
+
+def skipped_tombstone(target: TargetTable) -> Column:
+    """Per dead-letter row (:func:`dead_letter_rows`): a Kafka tombstone that is skipped (counted),
+    not written. Under ``route.by: record_name`` always (a null value names no record type, so it
+    has no table); on append tables when ``target.on_tombstone: skip``."""
+    classes = ["missing_route"] if target.route is not None and target.route.by == "record_name" else []
+    if target.on_tombstone == "skip":
+        classes.append("null_value")
+    return F.col("value").isNull() & F.col("error_class").isin(classes) if classes else F.lit(False)

@@ -275,7 +275,8 @@ class BatchWriter:
             if d is None:
                 state.skipped.append(self.cfg.dead_letter.table)
             else:
-                dead, by_table = d
+                dead, by_table, tombstones = d
+                state.tombstones += tombstones
         classes: dict[str, int] = {}
         for counts in by_table.values():
             for c, k in counts.items():
@@ -330,21 +331,28 @@ class BatchWriter:
         with ThreadPoolExecutor(workers, thread_name_prefix="icetide-table") as pool:
             return list(pool.map(fn, items))
 
-    def _dead_letters(self, frames: list[DataFrame], ctx: BatchContext) -> tuple[int, DeadByTable] | None:
-        """Write the batch's dead letters; how many, and their counts per target table and class."""
-        self._ensure_dead_letter_table()
+    def _dead_letters(self, frames: list[DataFrame], ctx: BatchContext) -> tuple[int, DeadByTable, int] | None:
+        """Write the batch's dead letters; how many, their counts per target table and class, and the
+        Kafka tombstones skipped instead (:func:`decode.skipped_tombstone`)."""
         allrows = reduce(lambda a, b: a.unionByName(b), frames)
+        allrows = allrows.withColumn("_tomb", decode.skipped_tombstone(self.cfg.target))
         # Counted before the write: the dead letters go through icetide's fenced writer, whose job
         # does not report Spark observations. They are few, and read from the cached batch.
         by_table: DeadByTable = {}
-        for r in allrows.groupBy("target_table", "error_class").count().collect():
+        tombstones = 0
+        for r in allrows.groupBy("target_table", "error_class", "_tomb").count().collect():
             if r[2]:
-                by_table.setdefault(r[0], {})[str(r[1])] = int(r[2])
-        n = self.ledger.commit(self.dead_letter_table, allrows, lambda d: d, ctx.batch_id, ctx.ranges,
-                               ctx.since_ms)
+                tombstones += int(r[3])
+            elif r[3]:
+                by_table.setdefault(r[0], {})[str(r[1])] = int(r[3])
+        if not by_table:
+            return 0, by_table, tombstones
+        self._ensure_dead_letter_table()
+        n = self.ledger.commit(self.dead_letter_table, allrows.where(~F.col("_tomb")).drop("_tomb"), lambda d: d,
+                               ctx.batch_id, ctx.ranges, ctx.since_ms)
         if n is None:
             return None
-        return n, by_table
+        return n, by_table, tombstones
 
     def _schema_mismatches(self, batch: int, written: dict[str, int], dead: DeadByTable) -> dict[str, str]:
         """Tables with a configured schema that no record of this batch matched: nothing written and
