@@ -28,7 +28,13 @@ from pyspark.sql.types import (
 from icetide.config.registry import SchemaRegistry
 from icetide.errors import ConfigError
 from icetide.ingest.formats import avro_types
-from icetide.ingest.formats.registry import RegistryClient, RegistryUnavailable, UnknownSchemaId, subject
+from icetide.ingest.formats.registry import (
+    RegistryClient,
+    RegistryUnavailable,
+    SchemaRefused,
+    UnknownSchemaId,
+    subject,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -183,3 +189,14 @@ def test_registry_client_unknown_id_refused_credentials_and_giving_up(scripted: 
     with pytest.raises(RegistryUnavailable, match="did not answer") as e:
         client.schema(11)
     assert not e.value.terminal  # the batch is retried, nothing is dead-lettered
+
+
+def test_a_schema_the_registry_refuses_to_serve_is_refused_at_once_not_waited_out(scripted: str) -> None:
+    """Apicurio answers 400 for a schema its own parser cannot read (a default Avro's strict parser
+    refuses): a definite answer about that id, not an outage (#40: one schema never stops the run)."""
+    _Registry.plan = [(400, {"message": "Failed to discover artifact type from content.", "error_code": 0})]
+    slept: list[float] = []
+    client = RegistryClient(SchemaRegistry(url=scripted, max_wait_s=600), sleep=slept.append)
+    with pytest.raises(SchemaRefused, match=r"HTTP 400 \(Failed to discover artifact type"):
+        client.schema(7)
+    assert slept == [] and client.outage_since is None

@@ -10,9 +10,11 @@ evolution never drops a column); the decoded record is projected by name onto th
 (:func:`.avro_rows.project`), and an id whose types conflict with the table's is refused as a whole
 (``incompatible_schema``).
 
-A schema is data from outside: it is parsed as Spark's ``from_avro`` parses it (defaults not
-validated), checked once on the driver with the JVM's own parser and type conversion, and one that
-fails anywhere is refused (``unsupported_schema``, with the reason); it never stops the run.
+A schema is data from outside: its defaults are never read (a record decodes with its own writer
+schema, so they are dropped from the schema ``from_avro`` gets: registries accept defaults Avro's
+strict parser refuses), it is checked once on the driver with the JVM's own parser and type
+conversion, and one that fails anywhere is refused (``unsupported_schema``, with the reason); it
+never stops the run.
 
 ``from_avro`` in PERMISSIVE mode turns a payload it cannot decode into a row of nulls, which would
 land silently. Every reader schema therefore carries one more field, ``__icetide_ok`` (boolean,
@@ -42,7 +44,7 @@ from icetide.config.target import CdcSettings, RouteSettings
 from icetide.ingest import cdc as cdc_rules
 from icetide.ingest.formats.avro_rows import OK as OK
 from icetide.ingest.formats.avro_rows import has_path, row_type
-from icetide.ingest.formats.registry import RegistryClient, UnknownSchemaId
+from icetide.ingest.formats.registry import RegistryClient, SchemaRefused, UnknownSchemaId
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -122,7 +124,7 @@ class AvroFormat:
                 continue
             try:
                 writer = self._writer(sid)
-                _spark_accepts(spark, writer)
+                spark_accepts(spark, writer)
             except UnknownSchemaId:
                 log.warning("schema id %s is not in the registry: its records are dead letters", sid)
                 self.unknown.add(sid)
@@ -144,6 +146,9 @@ class AvroFormat:
                 got = self.client.schema(kid)
             except UnknownSchemaId:
                 self.key_unknown[kid] = f"key schema id {kid} is not in the schema registry (HTTP 404)"
+                continue
+            except SchemaRefused as e:
+                self.key_unknown[kid] = f"key schema id {kid}: {e}"
                 continue
             text = str(got.get("schema", ""))
             if got.get("schemaType", "AVRO") != "AVRO" or got.get("references"):
@@ -186,7 +191,10 @@ class AvroFormat:
             F.lit("undecodable\tthe key does not decode with its writer schema id "), kid.cast("string")))
 
     def _writer(self, sid: int) -> avro_types.WriterSchema:
-        got = self.client.schema(sid)
+        try:
+            got = self.client.schema(sid)
+        except SchemaRefused as e:
+            raise avro_types.UnsupportedSchema(f"schema id {sid}: {e}") from None
         kind = got.get("schemaType", "AVRO")
         if kind != "AVRO":
             raise avro_types.UnsupportedSchema(f"schema id {sid} is {kind}, not Avro (source.format: avro)")
@@ -307,13 +315,14 @@ def record_route_value(full_name: str) -> str:
     return full_name.replace(".", "_")
 
 
-def _spark_accepts(spark: SparkSession, writer: avro_types.WriterSchema) -> None:
-    """Parse the decode schema as ``from_avro`` does (defaults not validated) and convert it to
-    Spark's type, on the driver: :class:`~.avro_types.UnsupportedSchema` with the JVM's reason when
-    either fails, instead of a batch job failing on every record of the id."""
+def spark_accepts(spark: SparkSession, writer: avro_types.WriterSchema) -> None:
+    """Parse the decode schema as Avro does when a task deserializes ``from_avro``'s schema (the
+    strict parser: Spark's lenient one runs on the driver only) and convert it to Spark's type, on
+    the driver: :class:`~.avro_types.UnsupportedSchema` with the JVM's reason when either fails,
+    instead of a batch job failing on every record of the id."""
     jvm: Any = spark._jvm
     try:
-        parsed = jvm.org.apache.avro.Schema.Parser().setValidateDefaults(False).parse(with_sentinel(writer.schema))
+        parsed = jvm.org.apache.avro.Schema.Parser().parse(with_sentinel(writer.schema))
         jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(parsed)
     except Exception as e:  # Py4JJavaError: the JVM refused the schema
         java = getattr(e, "java_exception", None)

@@ -4,7 +4,12 @@ Connect's Avro converters (Confluent's, Apicurio's) write a value's meaning besi
 ``connect.name``: ``{"type": "long", "connect.name": "io.debezium.time.MicroTimestamp"}`` is a
 timestamp, not a number. :func:`decode_schema` rewrites a writer schema into the one Spark's
 ``from_avro`` decodes with, changing only what Avro ignores when it reads bytes (logical types and
-a decimal's precision), so every record decodes exactly as its writer wrote it:
+a decimal's precision) and dropping what a record decoded with its own writer schema never reads
+(defaults), so every record decodes exactly as its writer wrote it:
+
+- defaults are dropped: registries accept defaults Avro's strict parser refuses (a ``string``
+  defaulting to null), and Spark parses ``from_avro``'s schema leniently on the driver but Avro
+  parses it strictly again when a task deserializes it, failing the whole job;
 
 - a decimal wider than 38 digits (Confluent writes a Connect ``Decimal`` without
   ``connect.decimal.precision`` as precision 64) is read as ``decimal(38, scale)``; a value that
@@ -77,8 +82,8 @@ def conversion(s: dict[str, Any]) -> str | None:
 
 
 def decode_schema(schema: Any, semantic: bool) -> Any:
-    """The schema ``from_avro`` decodes with: ``schema`` (not changed) with decimals clamped to 38
-    digits and, when ``semantic``, Connect/Debezium names given their logical types."""
+    """The schema ``from_avro`` decodes with: ``schema`` (not changed) without defaults, with decimals
+    clamped to 38 digits and, when ``semantic``, Connect/Debezium names given their logical types."""
     out = copy.deepcopy(schema)
     _rewrite(out, semantic)
     return out
@@ -95,6 +100,8 @@ def _rewrite(s: Any, semantic: bool) -> None:
     if isinstance(t, (dict, list)):
         _rewrite(t, semantic)
         return
+    if t == "enum":
+        s.pop("default", None)  # a symbol to read unknown writer symbols as: the writer is the reader
     name = s.get("connect.name")
     if semantic and isinstance(name, str) and isinstance(t, str) and "logicalType" not in s:
         if (t, name) in LOGICAL:
@@ -116,6 +123,7 @@ def _rewrite(s: Any, semantic: bool) -> None:
                     f["type"] = {"type": "bytes", "logicalType": "decimal", "precision": MAX_PRECISION, "scale": 0}
         for f in fields if isinstance(fields, list) else []:
             if isinstance(f, dict):
+                f.pop("default", None)
                 _rewrite(f.get("type"), semantic)
     elif t == "array":
         _rewrite(s.get("items"), semantic)

@@ -11,7 +11,7 @@ record                                  struct (nested)
 array / map                             list / map<string, …>
 enum, string, string+uuid               string
 bytes, fixed                            binary
-bytes/fixed + decimal(P,S)              decimal(P,S) (P ≤ 38)
+bytes/fixed + decimal(P,S)              decimal(P,S); decimal(38,S) when P > 38 (see .avro_semantic)
 int / long / float / double / boolean   int / long / float / double / boolean
 int + date                              date
 int + time-millis / long + time-micros  int (ms after midnight) / long (µs after midnight); the
@@ -28,7 +28,8 @@ null                                    (no column)
 Every column is optional (other schema versions may lack it); a field's ``doc`` becomes the column
 comment. Refused with a reason (the records of such a schema are dead letters): recursive records,
 names equal ignoring case at one level (Spark and Iceberg resolve names ignoring case), top-level
-names icetide reserves, decimals wider than 38 digits, a top level that is not a record.
+names icetide reserves, a decimal scale over 38, a top level that is not a record. Kafka Connect and
+Debezium types (``connect.name``) are mapped by :mod:`.avro_semantic` (``parse(..., semantic=True)``).
 """
 
 from __future__ import annotations
