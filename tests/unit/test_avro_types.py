@@ -200,3 +200,17 @@ def test_a_schema_the_registry_refuses_to_serve_is_refused_at_once_not_waited_ou
     with pytest.raises(SchemaRefused, match=r"HTTP 400 \(Failed to discover artifact type"):
         client.schema(7)
     assert slept == [] and client.outage_since is None
+
+
+def test_versions_avro_promotes_share_a_table_whichever_came_first() -> None:
+    """Each record decodes with its own writer schema (#40), so an older version's int meets a
+    newer version's double: a double column holds both; an int column cannot take a double
+    (Iceberg cannot widen int to double): that version's records are incompatible_schema."""
+    old = StructType([StructField("n", IntegerType()), StructField("b", BinaryType())])
+    new = StructType([StructField("n", DoubleType()), StructField("b", StringType())])
+    assert avro_types.merged([old, new])["n"].dataType == DoubleType() == avro_types.merged([new, old])["n"].dataType
+    assert avro_types.merged([old, new])["b"].dataType == BinaryType()  # string and bytes: the first seen
+    assert avro_types.fit(new, old).ok and not avro_types.fit(new, old).widen
+    refused = avro_types.fit(StructType([StructField("n", IntegerType())]), new)
+    assert refused.conflicts == ["n is int in the table but double in the writer schema, which is not a widening "
+                                 "Iceberg allows"]

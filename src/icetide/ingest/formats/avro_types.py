@@ -324,10 +324,8 @@ def _fit(have: DataType, seen: DataType, path: tuple[str, ...], out: Fit) -> Non
         _fit(have.keyType, seen.keyType, (*path, "key"), out)
         _fit(have.valueType, seen.valueType, (*path, "value"), out)
         return
-    if isinstance(have, LongType) and isinstance(seen, IntegerType):
-        return  # the table is already wider
-    if isinstance(have, DoubleType) and isinstance(seen, FloatType):
-        return
+    if any(isinstance(have, h) and isinstance(seen, s) for h, s in _HOLDS):
+        return  # the table already holds it: Avro's own promotions, read as an older version's records
     if isinstance(have, IntegerType) and isinstance(seen, LongType):
         out.widen.append((path, have, LongType()))
         return
@@ -340,6 +338,13 @@ def _fit(have: DataType, seen: DataType, path: tuple[str, ...], out: Fit) -> Non
         return
     out.conflicts.append(f"{name} is {have.simpleString()} in the table but {seen.simpleString()} in the writer "
                          "schema, which is not a widening Iceberg allows")
+
+
+#: (table type, writer type) pairs a table takes as they are: Avro's promotions (int → long, float,
+#: double; long → float, double; float → double; string ↔ bytes), cast per record
+_HOLDS: tuple[tuple[type[DataType], type[DataType]], ...] = (
+    (LongType, IntegerType), (FloatType, IntegerType), (FloatType, LongType), (DoubleType, IntegerType),
+    (DoubleType, LongType), (DoubleType, FloatType), (StringType, BinaryType), (BinaryType, StringType))
 
 
 def merged(types: list[StructType]) -> StructType:
@@ -366,4 +371,6 @@ def _merge(a: DataType, b: DataType) -> DataType:
     f = fit(a, b)
     if f.ok and f.widen and not f.widen[0][0]:
         return f.widen[0][2]
+    if not f.ok and fit(b, a).ok:
+        return b  # b holds a's values (int and double: double), whichever version came first
     return a
