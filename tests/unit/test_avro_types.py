@@ -214,3 +214,24 @@ def test_versions_avro_promotes_share_a_table_whichever_came_first() -> None:
     refused = avro_types.fit(StructType([StructField("n", IntegerType())]), new)
     assert refused.conflicts == ["n is int in the table but double in the writer schema, which is not a widening "
                                  "Iceberg allows"]
+
+
+def test_a_404_is_believed_for_a_while_then_asked_again(scripted: str) -> None:
+    """A follower registry can lag a fresh registration: an id it answered 404 for is asked again
+    after UNKNOWN_RETRY_S, and its records decode from then on (#40)."""
+    from icetide.ingest.formats.avro import UNKNOWN_RETRY_S, AvroFormat
+
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
+    _Registry.plan = [(404, {"error_code": 40403}), (200, {"schema": json.dumps(schema)})]
+    now = [1000.0]
+    fmt = AvroFormat(SchemaRegistry(url=scripted), clock=lambda: now[0])
+    checked: list[int] = []
+    fmt.learn([8], lambda w: checked.append(w.id))
+    assert 8 in fmt.unknown and 8 not in fmt.decodings
+    now[0] += UNKNOWN_RETRY_S - 1
+    fmt.learn([8], lambda w: checked.append(w.id))
+    assert len(_Registry.seen) == 1  # believed: no request
+    now[0] += 2
+    fmt.learn([8], lambda w: checked.append(w.id))
+    assert 8 in fmt.decodings and 8 not in fmt.unknown and checked == [8]
+    assert [p for p, _ in _Registry.seen] == ["/schemas/ids/8"] * 2

@@ -15,7 +15,8 @@ class SchemaRegistry(Strict):
     """A Confluent-compatible schema registry."""
 
     url: str = Field(description="Base URL of the Confluent-compatible API, e.g. http://registry:8081 "
-                     "(Apicurio: http://host:8080/apis/ccompat/v7)")
+                     "(Apicurio: http://host:8080/apis/ccompat/v7); credentials go in basic_auth_user_info, "
+                     "never in the URL")
     basic_auth_user_info: SecretStr | None = Field(
         default=None, description="user:password for HTTP basic auth; write ${ENV_VAR} to read it from the environment")
     bearer_token: SecretStr | None = Field(
@@ -45,6 +46,9 @@ class SchemaRegistry(Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
+        if re.match(r"^https?://[^\s/@]*@", v):  # never echo it: the part before @ is a secret
+            raise ValueError("credentials in the URL are not sent: remove 'user:password@' from the url and "
+                             "write them in basic_auth_user_info (as ${ENV_VAR})")
         if not re.match(r"^https?://[^\s/]+", v):
             raise ValueError(f"{v[:80]!r} is not an http(s) URL")
         return v.rstrip("/")

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +62,8 @@ CDC_OP, CDC_ORDERING = "__icetide_op", "__icetide_ordering"
 ERROR_CLASSES = ("truncated_record", "bad_magic_byte", "unknown_schema_id", "unsupported_schema", "undecodable",
                  "incompatible_schema")
 _SENTINEL = {"name": OK, "type": "boolean", "default": True}
+#: How long a 404 for a schema id is believed: a follower registry can lag a fresh registration
+UNKNOWN_RETRY_S = 60.0
 
 
 def schema_id(column: str = "value") -> Column:
@@ -104,12 +108,13 @@ class AvroFormat:
     client: RegistryClient = field(init=False)
     decodings: dict[int, Decoding] = field(default_factory=dict)
     refused: dict[int, str] = field(default_factory=dict)  # id → why (unsupported_schema)
-    unknown: set[int] = field(default_factory=set)  # ids the registry does not know
+    unknown: dict[int, float] = field(default_factory=dict)  # id the registry did not know → when (clock)
     batch_ids: list[int] = field(default_factory=list)
     #: Avro keys (source.key_format: avro): key schema id → its writer schema's text
     key_schemas: dict[int, str] = field(default_factory=dict)
     key_unknown: dict[int, str] = field(default_factory=dict)  # id → why it cannot decode keys
     batch_key_ids: list[int] = field(default_factory=list)
+    clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         self.client = RegistryClient(self.registry)
@@ -119,20 +124,29 @@ class AvroFormat:
         """Learn every schema id of the batch (waits out a registry outage; see :mod:`.registry`)."""
         ids = sorted(int(r[0]) for r in rows.select(F.col(ID).alias("i")).where(F.col("i").isNotNull())
                      .distinct().collect())
+        self.learn(ids, lambda w: spark_accepts(spark, w))
+
+    def learn(self, ids: list[int], check: Callable[[avro_types.WriterSchema], None]) -> None:
+        """Fetch the ids not seen yet (``check``: the JVM's word on a writer schema). A 404 is believed
+        for :data:`UNKNOWN_RETRY_S`, then asked again: a follower registry can lag a registration."""
+        now = self.clock()
         for sid in ids:
-            if sid in self.decodings or sid in self.refused or sid in self.unknown:
+            if sid in self.decodings or sid in self.refused or now - self.unknown.get(sid, -UNKNOWN_RETRY_S) \
+                    < UNKNOWN_RETRY_S:
                 continue
             try:
                 writer = self._writer(sid)
-                spark_accepts(spark, writer)
+                check(writer)
             except UnknownSchemaId:
-                log.warning("schema id %s is not in the registry: its records are dead letters", sid)
-                self.unknown.add(sid)
+                log.warning("schema id %s is not in the registry: its records are dead letters (asked again "
+                            "after %.0f s)", sid, UNKNOWN_RETRY_S)
+                self.unknown[sid] = now
                 continue
             except avro_types.UnsupportedSchema as e:
                 log.warning("schema id %s refused: %s", sid, e)
                 self.refused[sid] = str(e)
                 continue
+            self.unknown.pop(sid, None)
             self.decodings[sid] = Decoding(writer)
         self.batch_ids = ids
 
@@ -215,11 +229,14 @@ class AvroFormat:
                .when(first != F.lit("00"), F.concat(F.lit("bad_magic_byte\tthe first byte is 0x"), first,
                                                     F.lit(", not 0x00: not the Confluent Avro wire format "
                                                           "(source.format: avro)"))))
-        for sid_ in sorted(self.unknown):
-            out = out.when(sid == F.lit(sid_), F.lit(f"unknown_schema_id\tschema id {sid_} is not in the schema "
-                                                      "registry (HTTP 404)"))
-        for sid_, why in sorted(self.refused.items()):
-            out = out.when(sid == F.lit(sid_), F.lit(f"unsupported_schema\t{why}"[:1000]))
+        # the batch's ids only: ids that only look like the wire format never grow the plan batch after batch
+        unknown = [i for i in self.batch_ids if i in self.unknown]
+        if unknown:
+            out = out.when(sid.isin(unknown), F.concat(F.lit("unknown_schema_id\tschema id "), sid.cast("string"),
+                                                       F.lit(" is not in the schema registry (HTTP 404)")))
+        for sid_ in self.batch_ids:
+            if sid_ in self.refused:
+                out = out.when(sid == F.lit(sid_), F.lit(f"unsupported_schema\t{self.refused[sid_]}"[:1000]))
         return out
 
     def route_value(self, route: RouteSettings) -> Column | None:
