@@ -270,7 +270,11 @@ def test_registry_down_for_a_minute_mid_run(kafka, lake, tmp_path, registry) -> 
 
 
 VALUE = {"type": "record", "name": "Value", "namespace": "shop.customers", "fields": [
-    {"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "balance", "type": "double"}]}
+    {"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "balance", "type": "double"},
+    # Debezium's semantic type of a DATETIME(6) (time.precision.mode adaptive): a timestamp column (#40)
+    {"name": "updated", "type": {"type": "long", "connect.version": 1,
+                                 "connect.name": "io.debezium.time.MicroTimestamp"}}]}
+UPDATED = dt.datetime(2026, 11, 1)  # a change's `updated`: this plus its version in microseconds
 ENVELOPE = {"type": "record", "name": "Envelope", "namespace": "shop.customers", "fields": [
     {"name": "before", "type": ["null", VALUE], "default": None},
     {"name": "after", "type": ["null", "Value"], "default": None},
@@ -281,9 +285,9 @@ ENVELOPE = {"type": "record", "name": "Envelope", "namespace": "shop.customers",
 
 
 def test_debezium_avro_sigkill_twice_exact_final_state(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
-    """Debezium's Avro converter: envelopes and Kafka tombstones; two SIGKILLs mid-batch; the table
-    ends as the exact final state of the change stream (ordering by source.lsn, duplicates and
-    replays of old changes delivered)."""
+    """Debezium's Avro converter: envelopes with a semantic type and Kafka tombstones; two SIGKILLs
+    mid-batch; the table ends as the exact final state of the change stream (ordering by
+    source.lsn, duplicates and replays of old changes delivered), the MicroTimestamp a timestamp."""
     import os
     import random
 
@@ -299,8 +303,9 @@ def test_debezium_avro_sigkill_twice_exact_final_state(kafka, lake, tmp_path, sp
     ser = serializer(registry.url, ENVELOPE)
 
     def envelope(ch: dict[str, Any]) -> bytes:
+        row = {**ch["row"], "updated": int(UPDATED.replace(tzinfo=UTC).timestamp()) * 1_000_000 + ch["version"]}
         return encode(ser, topic, {
-            "before": ch["row"] if ch["op"] in ("u", "d") else None, "after": None if ch["op"] == "d" else ch["row"],
+            "before": row if ch["op"] in ("u", "d") else None, "after": None if ch["op"] == "d" else row,
             "op": ch["op"], "ts_ms": 1795600000000 + ch["version"],
             "source": {"lsn": ch["version"], "table": "customers", "db": "shop"}})
 
@@ -322,7 +327,10 @@ def test_debezium_avro_sigkill_twice_exact_final_state(kafka, lake, tmp_path, sp
     proc = start(cfg, log, "--until-idle", "--for", "900")
     assert proc.wait(1000) == 0, log.read_text()[-3000:]
     assert_final_state(spark, table, stream)
-    assert [f.name for f in spark.table(f"icetide.{table}").schema.fields][:3] == ["id", "name", "balance"]
+    assert [f.name for f in spark.table(f"icetide.{table}").schema.fields][:4] == ["id", "name", "balance", "updated"]
+    assert spark.table(f"icetide.{table}").schema["updated"].dataType.typeName() == "timestamp_ntz"
+    for name, updated in spark.sql(f"SELECT name, updated FROM icetide.{table}").collect():  # the row's own change
+        assert updated == UPDATED + dt.timedelta(microseconds=int(name.rsplit("-", 1)[1]))
     assert not dead_letters(cfg, f"{table}_dlq")
 
 
@@ -427,12 +435,12 @@ def raw_encode(sid: int, schema: dict[str, Any], record: dict[str, Any]) -> byte
 def test_histories_shared_ids_lax_defaults_and_tombstones_in_one_run(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
     """One run over four topics (routed by topic, ``on_tombstone: skip``), one item of #40 each:
     a BACKWARD history that deleted a field and an enum symbol (the field is a column, each record
-    holds what its own version wrote); one schema id shared by two subjects (the other subject's
-    newer version never reaches its table); a default registries accept and Avro's strict parser
-    refuses (the run goes on: Apicurio itself cannot serve that schema by id, HTTP 400, so its
-    records are dead letters with the reason at once; the same schema from a registry that serves
-    it, as Confluent's does, decodes like any other); Kafka tombstones on append tables (skipped
-    and counted, no dead letter). CI cost: 49 s (measured alone, 2 cores)."""
+    holds what its own version wrote, before and after a restart); one schema id shared by two
+    subjects (the other subject's newer version never reaches its table); a default registries
+    accept and Avro's strict parser refuses (the run goes on: Apicurio itself cannot serve that
+    schema by id, HTTP 400, so its records are dead letters with the reason at once; the same
+    schema from a registry that serves it, as Confluent's does, decodes like any other); Kafka
+    tombstones on append tables (skipped and counted, no dead letter). CI cost: 61 s (measured alone, 2 cores)."""
     from tests.fixtures.avro import register_unvalidated
 
     ns = unique("avrohist")
@@ -485,6 +493,11 @@ def test_histories_shared_ids_lax_defaults_and_tombstones_in_one_run(kafka, lake
     for i in range(10, 20):
         assert (rows[i]["email"], rows[i]["color"], rows[i]["note"]) == (None, "GREEN", "n")
     assert runner.writer.counters.tombstones_skipped == 3
+    # after a restart (a new run, no schema seen yet), records of the old version still hold their email
+    send(kafka.bootstrap, hist, [encode(s1, hist, {"id": i, "email": f"p{i}@x", "color": "BLUE"}) for i in (20, 21)])
+    run_in_process(spark, cfg)
+    later = {r["id"]: r for r in scan(cfg, table(hist)) if r["id"] >= 20}
+    assert {i: (r["email"], r["color"]) for i, r in later.items()} == {20: ("p20@x", "BLUE"), 21: ("p21@x", "BLUE")}
     assert shared, "the registry gave the same schema two ids: the shared-id case is not exercised"
     y_table = pyiceberg_catalog(load_config(cfg)).load_table(table(ty))
     assert [f.name for f in y_table.schema().fields if not f.name.startswith("_kafka_")] == ["id"]
