@@ -271,12 +271,11 @@ class BatchWriter:
             state.bad.append(decode.dead_letter_rows(flagged, cfg.name, table_col, "_e", "_m"))
         dead, by_table = 0, DeadByTable()
         if state.bad:
-            d = self._dead_letters(state.bad, ctx)
+            d = self._dead_letters(state.bad, ctx, state)
             if d is None:
                 state.skipped.append(self.cfg.dead_letter.table)
             else:
-                dead, by_table, tombstones = d
-                state.tombstones += tombstones
+                dead, by_table = d
         classes: dict[str, int] = {}
         for counts in by_table.values():
             for c, k in counts.items():
@@ -331,28 +330,26 @@ class BatchWriter:
         with ThreadPoolExecutor(workers, thread_name_prefix="icetide-table") as pool:
             return list(pool.map(fn, items))
 
-    def _dead_letters(self, frames: list[DataFrame], ctx: BatchContext) -> tuple[int, DeadByTable, int] | None:
-        """Write the batch's dead letters; how many, their counts per target table and class, and the
-        Kafka tombstones skipped instead (:func:`decode.skipped_tombstone`)."""
-        allrows = reduce(lambda a, b: a.unionByName(b), frames)
-        allrows = allrows.withColumn("_tomb", decode.skipped_tombstone(self.cfg.target))
+    def _dead_letters(self, frames: list[DataFrame], ctx: BatchContext,
+                      state: BatchState) -> tuple[int, DeadByTable] | None:
+        """Write the batch's dead letters (Kafka tombstones to skip counted in ``state`` instead, see
+        :func:`decode.skipped_tombstone`); how many, and their counts per target table and class."""
+        allrows = reduce(lambda a, b: a.unionByName(b), frames).withColumn("_tomb", decode.skipped_tombstone(
+            self.cfg.target))
         # Counted before the write: the dead letters go through icetide's fenced writer, whose job
         # does not report Spark observations. They are few, and read from the cached batch.
         by_table: DeadByTable = {}
-        tombstones = 0
-        for r in allrows.groupBy("target_table", "error_class", "_tomb").count().collect():
-            if r[2]:
-                tombstones += int(r[3])
-            elif r[3]:
-                by_table.setdefault(r[0], {})[str(r[1])] = int(r[3])
+        for table, cls, tomb, k in allrows.groupBy("target_table", "error_class", "_tomb").count().collect():
+            if tomb:
+                state.tombstones += int(k)
+            elif k:
+                by_table.setdefault(table, {})[str(cls)] = int(k)
         if not by_table:
-            return 0, by_table, tombstones
+            return 0, by_table
         self._ensure_dead_letter_table()
         n = self.ledger.commit(self.dead_letter_table, allrows.where(~F.col("_tomb")).drop("_tomb"), lambda d: d,
                                ctx.batch_id, ctx.ranges, ctx.since_ms)
-        if n is None:
-            return None
-        return n, by_table, tombstones
+        return None if n is None else (n, by_table)
 
     def _schema_mismatches(self, batch: int, written: dict[str, int], dead: DeadByTable) -> dict[str, str]:
         """Tables with a configured schema that no record of this batch matched: nothing written and
