@@ -218,3 +218,16 @@ def skipped_tombstone(target: TargetTable) -> Column:
     if target.on_tombstone == "skip":
         classes.append("null_value")
     return F.col("value").isNull() & F.col("error_class").isin(classes) if classes else F.lit(False)
+
+
+def dead_letter_counts(rows: DataFrame) -> tuple[dict[str | None, dict[str, int]], int]:
+    """Dead-letter rows (with ``_tomb``: :func:`skipped_tombstone`) counted per target table and
+    class, and the Kafka tombstones among them that are skipped instead."""
+    by_table: dict[str | None, dict[str, int]] = {}
+    tombstones = 0
+    for table, cls, tomb, k in rows.groupBy("target_table", "error_class", "_tomb").count().collect():
+        if tomb:
+            tombstones += int(k)
+        elif k:
+            by_table.setdefault(table, {})[str(cls)] = int(k)
+    return by_table, tombstones

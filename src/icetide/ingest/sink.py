@@ -338,12 +338,8 @@ class BatchWriter:
             self.cfg.target))
         # Counted before the write: the dead letters go through icetide's fenced writer, whose job
         # does not report Spark observations. They are few, and read from the cached batch.
-        by_table: DeadByTable = {}
-        for table, cls, tomb, k in allrows.groupBy("target_table", "error_class", "_tomb").count().collect():
-            if tomb:
-                state.tombstones += int(k)
-            elif k:
-                by_table.setdefault(table, {})[str(cls)] = int(k)
+        by_table, tombstones = decode.dead_letter_counts(allrows)
+        state.tombstones += tombstones
         if not by_table:
             return 0, by_table
         self._ensure_dead_letter_table()
