@@ -332,8 +332,7 @@ class BatchWriter:
 
     def _dead_letters(self, frames: list[DataFrame], ctx: BatchContext,
                       state: BatchState) -> tuple[int, DeadByTable] | None:
-        """Write the batch's dead letters (Kafka tombstones to skip counted in ``state`` instead, see
-        :func:`decode.skipped_tombstone`); how many, and their counts per target table and class."""
+        """Write the batch's dead letters (tombstones to skip: counted in ``state``); count, counts per table, class."""
         allrows = reduce(lambda a, b: a.unionByName(b), frames).withColumn("_tomb", decode.skipped_tombstone(
             self.cfg.target))
         # Counted before the write: the dead letters go through icetide's fenced writer, whose job
