@@ -83,7 +83,7 @@ def is_fenced(exc: BaseException) -> bool:
 # can succeed. Classified here once, for maintenance's rewrites and ingest's MERGEs alike.
 _CONFLICT_MARKERS = ("CommitFailedException", "ValidationException", "found new position delete",
                      "Cannot commit", "conflict", "CommitStateUnknownException", "Missing required files to delete",
-                     "Found conflicting files", "found new delete")
+                     "Found conflicting files", "found new delete", "Cannot fast-forward")
 
 
 def is_commit_conflict(exc: BaseException) -> bool:

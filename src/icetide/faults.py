@@ -7,6 +7,8 @@ Unset, :func:`point` is a dictionary lookup. Points:
 
 - ``before_table_commit`` / ``after_table_commit``: around each table's commit (detail: table);
 - ``between_merge_and_tombstones``: after a CDC MERGE committed, before its tombstones (table);
+- ``between_write_and_publish``: a write Spark commits itself (a MERGE, a fenced append) is on its
+  branch, not yet on main (detail: table);
 - ``after_batch_before_checkpoint``: a batch wrote every table, Spark has not checkpointed it;
 - ``between_rewrite_and_expiry``: maintenance committed a rewrite of a table and has not yet run
   the table's next step (detail: table and step).
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 
 ENV = "ICETIDE_FAULT"
 POINTS = frozenset({"before_table_commit", "after_table_commit", "between_merge_and_tombstones",
+                    "between_write_and_publish",
                     "after_batch_before_checkpoint", "between_rewrite_and_expiry"})
 
 

@@ -218,9 +218,9 @@ def test_item10_a_partition_without_a_resume_point_starts_at_its_earliest_offset
     raw = pipeline_dict(kafka, tmp_path, tmp_path, topic, "x.p")
     raw["source"]["starting_offsets"] = "latest"
     path.write_text(yaml.safe_dump(raw))
-    offsets = json.loads(source.starting_offsets_json(load_config(path).source, {(topic, 0): 0}))
+    offsets = json.loads(source.starting_offsets_json(load_config(path).source, {(topic, 0): 0})[0])
     # partition 0 resumes; 1 and 2 (added since, never read) start at the beginning, not at 'latest'
-    assert offsets == {topic: {"0": 0, "1": -2, "2": -2}}
+    assert offsets == {topic: {"0": 0, "1": 0, "2": 0}}
 
 
 def _events(start: int, n: int) -> list[bytes]:
@@ -250,6 +250,9 @@ def test_item9_records_kafka_deleted_while_the_pipeline_was_down(kafka, spark, l
     path = tmp_path / "gone.yaml"
     raw = pipeline_dict(kafka, lake, tmp_path, topic, table)
     raw["source"]["on_data_loss"] = mode
+    if mode == "continue":  # a pattern: a topic created later is read from its start (#41, hole 5)
+        raw["source"].pop("topics")
+        raw["source"]["topic_pattern"] = f"{topic}(-late)?"
     path.write_text(yaml.safe_dump(raw))
     send(kafka.bootstrap, topic, _events(0, 100))
     run_in_process(spark, path)
@@ -272,10 +275,18 @@ def test_item9_records_kafka_deleted_while_the_pipeline_was_down(kafka, spark, l
     [health] = collect_all(spark, load_config(path), [table], alert=False)
     assert (health.kafka_lag, health.kafka_deleted_unread) == (100, 50)
     assert health.tier == "critical" and any(r.startswith("critical: Kafka deleted 50 records") for r in health.reasons)
+    # a topic the pattern matches now, whose first 40 records retention deleted before the pipeline
+    # ever read it: not a loss (it was reported as one, and with `stop` stopped every restart)
+    late = f"{topic}-late"
+    create_topic(kafka.bootstrap, late, 1)
+    send(kafka.bootstrap, late, [dumps({"id": f"late{i}", "event_time": "2026-11-28T10:00:00Z", "user_id": i,
+                                        "event_type": "view", "amount": 1.0}) for i in range(100)])
+    _delete_below(kafka.bootstrap, late, 40)
     runner = run_in_process(spark, path)
     spark.catalog.refreshTable(f"icetide.{table}")
     ids = [r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()]
-    assert sorted(ids) == sorted(f"e{i}" for i in [*range(100), *range(150, 200)])  # each once
+    assert sorted(ids) == sorted([*(f"e{i}" for i in [*range(100), *range(150, 200)]),
+                                  *(f"late{i}" for i in range(40, 100))])  # each once
     c = runner.writer.counters
     assert (c.lost_records, c.gaps) == (50, {f"{topic}[0]": [[100, 150]]})
     assert f"50 records deleted by Kafka before they were read ({topic}[0] 100-149)" in runner_summary(runner)
@@ -285,6 +296,23 @@ def test_item9_records_kafka_deleted_while_the_pipeline_was_down(kafka, spark, l
     alerts = [json.loads(r.getMessage()) for r in caplog.records if r.name == "icetide.alerts"]
     assert [(a["event"], a["partition"], a["records"], a["severity"]) for a in alerts] == [
         ("kafka_gap", f"{topic}[0]", 50, "critical")]
+    # the checkpoint lost too: the tables' offsets are the resume point, and what retention deleted
+    # above them is reported as a batch's gap is (it was a log line only)
+    import shutil
+
+    shutil.rmtree(tmp_path / "checkpoint")
+    send(kafka.bootstrap, topic, _events(200, 100))
+    _delete_below(kafka.bootstrap, topic, 250)
+    caplog.clear()
+    runner = run_in_process(spark, path)
+    spark.catalog.refreshTable(f"icetide.{table}")
+    ids = [r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()]
+    assert len(ids) == len(set(ids)) == 100 + 50 + 60 + 50
+    c = runner.writer.counters
+    assert (c.lost_records, c.gaps) == (50, {f"{topic}[0]": [[200, 250]]})
+    alerts = [json.loads(r.getMessage()) for r in caplog.records if r.name == "icetide.alerts"]
+    assert [(a["event"], a["partition"], a["records"], a["batch"]) for a in alerts] == [
+        ("kafka_gap", f"{topic}[0]", 50, None)]
 
 
 def runner_summary(runner: Any) -> str:
@@ -380,6 +408,21 @@ def test_item12_sanitize_maps_names_to_identifiers_and_keeps_the_producers_name(
     assert rows == {"r0": ("curl", None, "api", True), "r1": ("curl", None, "api", True),
                     "r2": ("curl", None, "api", True), "r3": ("wget", 2.5, "web", None)}
     assert runner.writer.counters.dead_letters == 0
+    # #41, hole 7: the mapping lives in a table property (created with the table, extended with each
+    # evolution in the same commit), so an edited column comment does not drop the values, and a
+    # literal field equal to a sanitized column is refused, never read into that column
+    names = json.loads(table_property(spark, fq, "icetide.original-names") or "{}")
+    assert names == {"user_x2Dagent": "user-agent", "_2fa": "2fa", "attributes.service_x2Ename": "service.name",
+                     "gr_xF6_xDFe": "größe"}
+    spark.sql(f"ALTER TABLE {fq} ALTER COLUMN user_x2Dagent COMMENT 'the client that sent it'")
+    send(kafka.bootstrap, topic, [dumps({"id": "r4", "user-agent": "httpie"}),
+                                  dumps({"id": "r5", "user_x2Dagent": "a literal"})])
+    runner = run_in_process(spark, path)
+    spark.catalog.refreshTable(fq)
+    got = {r[0]: r[1] for r in spark.table(fq).where("id IN ('r4', 'r5')").select("id", "user_x2Dagent").collect()}
+    assert got == {"r4": "httpie"}  # was: r4 null (matched by the edited comment), r5 'a literal'
+    dead = spark.sql(f"SELECT error_class FROM icetide.{table.split('.')[0]}.{table.split('.')[1]}_dlq").collect()
+    assert [r[0] for r in dead] == ["name_collision"]
 
 
 # -- a topic deleted and created again (#41) ------------------------------------------------------------
@@ -469,3 +512,99 @@ def test_item15_a_topic_deleted_and_created_again_is_read_again_from_its_start( 
     spark.catalog.refreshTable(f"icetide.{table}")
     assert sorted(r[0] for r in spark.sql(f"SELECT id FROM icetide.{table}").collect()) == sorted(want)
     assert len(list(tmp_path.glob("checkpoint.recreated-*"))) == 1
+
+
+# -- every commit path fenced; a compaction during a fenced write (#41) -------------------------------
+def _at(monkeypatch: pytest.MonkeyPatch, point: str, table: str, action: Any) -> list[str]:
+    """Run ``action`` once, the first time this process reaches ``point`` for ``table``: another
+    process's commit landing while this one is paused there. Returns the points reached."""
+    from icetide import faults
+
+    reached: list[str] = []
+    real = faults.point
+
+    def hook(name: str, detail: str = "") -> None:
+        if name == point and detail == table:
+            reached.append(name)
+            if len(reached) == 1:
+                action()
+        real(name, detail)
+
+    monkeypatch.setattr(faults, "point", hook)
+    return reached
+
+
+def test_item16_an_append_spark_commits_itself_is_fenced(  # type: ignore[no-untyped-def]
+        kafka, spark, lake, tmp_path, monkeypatch) -> None:
+    """#41, hole 1: a partial replay (and a table that asks for a write ordering) is appended by
+    Spark's own writer, which was fenced only by a fresh read before the write: a run paused after
+    that read, while a standby commits the same range, then landed it too (duplicates). Now it
+    stages on a branch and lands through the fence, so the paused run's append is refused.
+    Costs about 10 s (no pipeline run)."""
+    from pyspark.sql import Observation
+
+    fq = _shared_table(spark)
+    cfg = _ledger_config(kafka, lake, tmp_path, "pipe-h", "x.h")
+    _append(spark, Ledger(spark, cfg, "runfirst"), fq, 0, 0)
+    paused, standby = Ledger(spark, cfg, "runpaused"), Ledger(spark, cfg, "runstandby")
+    paused.watermark(fq), standby.watermark(fq)  # both read the ledger: batch 0
+    reached = _at(monkeypatch, "before_table_commit", fq, lambda: _append(spark, standby, fq, 1, 1))
+    stats = Observation("paused")
+    rows = spark.range(1, 2).select(F.col("id").cast("bigint").alias("id")).observe(stats, F.count(F.lit(1)))
+    with pytest.raises(FencedError, match="icetide-fence"):  # was: appended, id 1 twice
+        paused.commit(fq, rows, lambda d: d, 1, BatchRanges({("t", 0): (1, 2)}), None, stats)
+    assert reached == ["before_table_commit"]  # the paused run reached it (and the standby committed there)
+    assert sorted(r[0] for r in spark.table(fq).collect()) == [0, 1]
+    assert [r[0] for r in spark.sql(f"SELECT name FROM {fq}.refs").collect()] == ["main"]  # no branch left
+
+
+def _cdc_table(kafka: Any, spark: Any, lake: Path, tmp_path: Path) -> tuple[str, PipelineConfig]:
+    """A CDC table whose keys 1-4 and 5-8 were written by two batches (their own data files)."""
+    topic, table = unique("hot"), f"it.{unique('hot')}"
+    create_topic(kafka.bootstrap, topic, 1)
+    cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"ordering": "version", "tombstones": False})
+    for keys in (range(1, 5), range(5, 9)):
+        _send(kafka.bootstrap, topic, *[{"id": k, "name": f"n{k}", "balance": 1.0, "op": "insert", "version": 1}
+                                        for k in keys])
+        run_in_process(spark, cfg)
+    return table, load_config(cfg)
+
+
+def test_item17_a_compaction_landing_during_a_fenced_merge(  # type: ignore[no-untyped-def]
+        kafka, spark, lake, tmp_path, monkeypatch) -> None:
+    """#41, hole 4: a compaction that lands while a fenced MERGE sits on its branch made the
+    fast-forward fail ("Cannot fast-forward: main is not an ancestor"), and the MERGE ran again, so
+    in-run maintenance of a busy CDC table could exhaust the retries. Now the MERGE's snapshot is
+    replayed onto the compacted head with Spark's own conflict checks: a compaction of other files
+    costs no retry; one of the files the MERGE's deletes reference is a conflict, the MERGE runs
+    again once, and no old row version comes back. Costs about 50 s (two short runs, two MERGEs)."""
+    table, cfg = _cdc_table(kafka, spark, lake, tmp_path)
+    fq = f"icetide.{table}"
+    ledger = Ledger(spark, cfg, "hotrun")
+    want = {k: f"n{k}" for k in range(1, 9)}
+    assert cfg.target.cdc is not None
+    for batch, (key, where, retried) in enumerate([(1, "id >= 5", 0), (2, "id <= 4", 1)]):
+        files = {r[0] for r in spark.sql(f"SELECT file_path FROM {fq}.files WHERE content = 0").collect()}
+
+        def compact(where: str = where) -> None:
+            spark.sql(f"CALL icetide.system.rewrite_data_files(table => '{table}', where => '{where}', "
+                      "options => map('rewrite-all', 'true'))").collect()
+
+        reached = _at(monkeypatch, "between_write_and_publish", fq, compact)
+        pending = ledger.begin(fq, 10_000 + batch, BatchRanges({(cfg.source.topics[0], 0): (8 + batch, 9 + batch)}))
+        assert pending is not None
+        change = (spark.table(fq).where(f"id = {key}").withColumn("name", F.lit("updated"))
+                  .withColumn(cdc.ORDERING, F.lit(2).cast("bigint")).withColumn(cdc.OP, F.lit("upsert")))
+        retries = cdc.merge_retrying_conflicts(spark, pending.tags, change, fq, cfg.target.cdc,
+                                               fence=ledger.merge_fence(pending))
+        ledger.finish(pending, None)
+        assert reached, "the compaction did not land between the MERGE and its publish"
+        now = {r[0] for r in spark.sql(f"SELECT file_path FROM {fq}.files WHERE content = 0").collect()}
+        assert files - now, f"the compaction ({where}) rewrote nothing: the test proves nothing"
+        assert retries == retried, where  # was 1 for both
+        want[key] = "updated"
+        assert _rows(spark, table, "id", "name") == want
+        assert spark.sql(f"SELECT count(*) FROM {fq}").first()[0] == 8  # no old version of a key back
+        assert [r[0] for r in spark.sql(f"SELECT name FROM {fq}.refs").collect()] == ["main"]
+        head = spark.sql(f"SELECT summary FROM {fq}.snapshots ORDER BY committed_at DESC LIMIT 1").first()[0]
+        assert head.get("icetide.batch") == str(10_000 + batch) and head.get("icetide.pipeline") == cfg.name

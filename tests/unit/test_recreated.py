@@ -211,7 +211,7 @@ class _Writer:
 
         self.topics = Topics(cfg.source, cfg.name)
         self.counters = PipelineCounters()
-        self.held, self.read = held, []  # type: ignore[var-annotated]
+        self.by_table, self.read = held, []  # type: ignore[var-annotated]
         self.cfg = cfg
         self.ledger = self  # its forget()
 
@@ -226,27 +226,58 @@ class _Writer:
 
     def watermark(self, table: str) -> Watermark | None:
         self.read.append((table, self.topics.armed))
-        return self.held.get(table)
+        return self.by_table.get(table)
+
+    def held(self, tables: list[str]) -> dict[tuple[str, int], int]:  # the ledger's
+        out: dict[tuple[str, int], int] = {}
+        for t in tables:
+            wm = self.by_table.get(t)
+            for tp, off in (wm.offsets if wm is not None else {}).items():
+                out[tp] = max(out.get(tp, -1), off)
+        return out
 
 
 def _start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, sidecar: dict[str, str],
-           planned: dict[tuple[str, int], int]) -> tuple[str | None, _Writer, list[str]]:
+           planned: dict[tuple[str, int], int], orders_end: int = 5_000) -> tuple[str | None, _Writer, list[str]]:
     from icetide.app import recreated as app_recreated
+    from icetide.ingest import source
     from icetide.lake import checkpoint
 
-    kafka = KafkaTopics({"orders": Y}, {"orders": [0], "other": [0]}, {("orders", 0): 5_000, ("other", 0): 90})
+    kafka = KafkaTopics({"orders": Y}, {"orders": [0], "other": [0]}, {("orders", 0): orders_end, ("other", 0): 90})
     moved: list[str] = []
     monkeypatch.setattr(recreated, "probe", lambda src: kafka)
     monkeypatch.setattr(checkpoint, "read_topic_ids", lambda spark, loc: sidecar)
     monkeypatch.setattr(checkpoint, "recorded_offsets", lambda spark, loc: planned)
     monkeypatch.setattr(checkpoint, "resume_position", lambda spark, loc: {("orders", 0): 20_000, ("other", 0): 80})
     monkeypatch.setattr(checkpoint, "set_aside", lambda spark, loc: moved.append(loc) or f"{loc}.recreated-x")
-    monkeypatch.setattr(app_recreated.source, "list_partitions", lambda src: kafka.partitions)
-    monkeypatch.setattr(app_recreated.source, "low_watermarks", lambda src, tps: {tp: 0 for tp in tps})
+    monkeypatch.setattr(app_recreated, "table_exists", lambda spark, table: True)  # the fake writer's tables
+    monkeypatch.setattr(source, "list_partitions", lambda src: kafka.partitions)
+    monkeypatch.setattr(source, "low_watermarks", lambda src, tps: {tp: 0 for tp in tps})
     cfg = load_config(write(tmp_path, {**BASE, "source": {**BASE["source"], "topics": ["orders", "other"],
                                                            "on_topic_recreated": mode}}))
     writer = _Writer(cfg, {})
     return app_recreated.at_start(None, cfg, writer, True), writer, moved  # type: ignore[arg-type]
+
+
+def test_a_checkpoint_without_ids_is_checked_against_the_tables_ids(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoint's ids file lost (or a restored checkpoint): the tables' ids still tell the
+    recreated topic (was: resumed at the old position, the new topic's records below it skipped)."""
+    tables = {"icetide.raw.orders": _wm(offsets={("orders", 0): 20_000}, topic_ids={"orders": X})}
+    monkeypatch.setattr(_Writer, "__init__", _writer_with(tables))
+    # the new topic refilled past the old position: its offsets alone would not tell
+    offsets, writer, moved = _start(tmp_path, monkeypatch, "restart", {}, {("orders", 0): 20_000, ("other", 0): 85},
+                                    orders_end=30_000)
+    assert list(writer.topics.restarted) == ["orders"] and len(moved) == 1
+    assert offsets is not None and json.loads(offsets)["orders"] == {"0": -2}
+
+
+def _writer_with(tables: dict[str, Watermark]) -> Any:
+    init = _Writer.__init__
+
+    def patched(self: _Writer, cfg: Any, held: dict[str, Watermark]) -> None:
+        init(self, cfg, {**held, **tables})
+    return patched
 
 
 def test_a_run_restarts_only_the_recreated_topic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -221,3 +221,36 @@ def test_item12_sanitized_names_keep_the_producers_name_at_every_depth_through_e
     [(_, added)] = evo.added
     assert isinstance(added, StructType) and [f.name for f in added.fields] == ["service_x2Ename"]
     assert names.record_type(added) == StructType([StructField("service.name", StringType(), True)])
+
+
+def test_hole7_the_producers_names_live_in_a_table_property_and_collisions_are_refused() -> None:
+    """#41, hole 7: a column comment is documentation a user may edit; the mapping records are read
+    by lives in the table property, and a literal field equal to a sanitized column (or the other way
+    round) is refused, never read into the other field's column."""
+    from icetide.ingest import names
+
+    seen = StructType([StructField("user-agent", StringType(), True),
+                       StructField("attributes", StructType([StructField("service.name", StringType(), True)]), True),
+                       StructField("tags", ArrayType(StructType([StructField("größe", LongType(), True)])), True)])
+    table = names.sanitized_type(seen)
+    assert isinstance(table, StructType)
+    mapping = names.originals(table)
+    assert mapping == {"user_x2Dagent": "user-agent", "attributes.service_x2Ename": "service.name",
+                       "tags.element.gr_xF6_xDFe": "größe"}
+    # a user edits one comment and copies the marker onto another column: the property still rules
+    edited = StructType([StructField("user_x2Dagent", StringType(), True, {"comment": "the client"}),
+                         StructField("note", StringType(), True, {"comment": names.ORIGINAL + "user-agent"}),
+                         *table.fields[1:]])
+    read = names.record_type(names.with_originals(edited, mapping))
+    assert isinstance(read, StructType)
+    assert [f.name for f in read.fields] == ["user-agent", "note", "attributes", "tags"]
+    assert read["attributes"].dataType == StructType([StructField("service.name", StringType(), True)])
+    assert names.with_originals(edited, None) is edited  # a table made before the property: the comments
+    # a literal "user_x2Dagent" arrives at a table whose user_x2Dagent is "user-agent": refused
+    literal = names.sanitized_type(StructType([StructField("user_x2Dagent", StringType(), True)]))
+    evo = diff(table, literal, 100)  # type: ignore[arg-type]
+    assert [(p.name, p.given, c) for p, c in evo.rejected] == [("user_x2Dagent", ("user_x2Dagent",), "name_collision")]
+    # and the other way round: a literal column, then "user-agent"
+    evo = diff(StructType([StructField("user_x2Dagent", StringType(), True)]), table, 100)
+    assert ("user_x2Dagent", ("user-agent",), "name_collision") in [(p.name, p.given, c) for p, c in evo.rejected]
+    assert not diff(table, table, 100).rejected  # the same names again: nothing refused

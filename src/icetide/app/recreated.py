@@ -14,9 +14,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from icetide.app import run_alerts
+from icetide.app.resume import starting_json
 from icetide.config.models import PipelineConfig
 from icetide.errors import TopicRecreatedError
-from icetide.ingest import recreated, source
+from icetide.ingest import recreated
 from icetide.lake import checkpoint
 from icetide.lake.offsets import TopicPartition, Watermark
 from icetide.lake.tables import table_exists
@@ -68,12 +69,15 @@ def at_start(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter, has_
     if has_checkpoint:
         ids = {t: {i} for t, i in checkpoint.read_topic_ids(spark, ckpt).items()}
         offsets = checkpoint.recorded_offsets(spark, ckpt)
-    else:
+    missing = set(kafka.partitions) - set(ids)
+    if not has_checkpoint or missing:  # no checkpoint, or one without these topics' ids (lost, restored)
         for wm in table_watermarks(spark, writer).values():
             for t, i in wm.topic_ids.items():
-                ids.setdefault(t, set()).add(i)
-            for tp, off in wm.offsets.items():
-                offsets[tp] = max(offsets.get(tp, -1), off)
+                if not has_checkpoint or t in missing:
+                    ids.setdefault(t, set()).add(i)
+            if not has_checkpoint:
+                for tp, off in wm.offsets.items():
+                    offsets[tp] = max(offsets.get(tp, -1), off)
     found = {**recreated.recreated_topics(kafka, ids, offsets), **topics.pending}
     if found and cfg.source.on_topic_recreated == "stop":
         raise TopicRecreatedError(recreated.stop_message(cfg.name, found))
@@ -93,7 +97,7 @@ def at_start(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter, has_
         return None  # the tables' offsets (set aside for the recreated topic) are the starting point
     resume = {tp: off for tp, off in checkpoint.resume_position(spark, ckpt).items() if tp[0] not in found}
     aside = checkpoint.set_aside(spark, ckpt)
-    offsets_json = source.starting_offsets_json(cfg.source, resume)
+    offsets_json = starting_json(cfg, writer, resume)
     log.warning("set the checkpoint %s aside as %s (it holds offsets of the deleted topic); starting from %s",
                 ckpt, aside, offsets_json)
     return offsets_json

@@ -11,8 +11,9 @@ from icetide.health.alerts import emit
 log = logging.getLogger(__name__)
 
 
-def gap(cfg: PipelineConfig, batch: int, lost: dict[str, list[int]]) -> None:
-    """A retention gap is an alert (log and ``health.webhook_url``), like a health threshold."""
+def gap(cfg: PipelineConfig, batch: int | None, lost: dict[str, list[int]]) -> None:
+    """A retention gap is an alert (log and ``health.webhook_url``), like a health threshold
+    (``batch`` None: found when the query started, before any batch)."""
     events = [{"event": "kafka_gap", "pipeline": cfg.name, "table": None, "partition": tp,
                "severity": "critical", "batch": batch, "lost_from": a, "lost_to": b, "records": b - a,
                "reason": f"Kafka deleted {b - a} records of {tp} (offsets {a}-{b - 1}) before the pipeline "

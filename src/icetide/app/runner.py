@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from icetide.app import recreated, run_alerts
+from icetide.app import recreated, resume, run_alerts
 from icetide.app.preflight import preflight
 from icetide.app.recreated import table_watermarks
 from icetide.config.base import interval_seconds
@@ -154,8 +154,11 @@ def starting_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWrit
             f"pipeline '{cfg.name}': {json.dumps(held)}. Restore the checkpoint, or set "
             "stream.on_missing_checkpoint: resume to continue from the offsets recorded in the tables"
         )
-    resume = resume_offsets(list(wms.values()))
-    offsets = source.starting_offsets_json(cfg.source, resume)
+    written: dict[tuple[str, int], int] = {}
+    for w in wms.values():
+        for tp, off in w.offsets.items():
+            written[tp] = max(written.get(tp, -1), off)
+    offsets = resume.starting_json(cfg, writer, resume_offsets(list(wms.values())), written)
     log.warning("no checkpoint at %s: resuming from the offsets recorded in the tables: %s", ckpt, offsets)
     return offsets
 

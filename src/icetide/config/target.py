@@ -231,7 +231,8 @@ class TargetTable(TablePolicy):
         default="keep",
         description="keep: columns keep the names producers give fields (user-agent, service.name, 2fa); "
         "sanitize: new columns get ASCII identifier names (user_x2Dagent, service_x2Ename, _2fa), the "
-        "producer's name kept in the column comment, for query engines that need identifiers",
+        "producer's names kept in the table property icetide.original-names (and shown in the column comments), "
+        "for query engines that need identifiers",
     )
     evolve_schema: bool = Field(
         default=True,

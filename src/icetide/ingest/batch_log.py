@@ -96,15 +96,19 @@ class PipelineCounters:
     #: Topics found deleted and created again, read again from their start: topic → the evidence (#41)
     recreated: dict[str, str] = field(default_factory=dict)
 
+    def add_gaps(self, lost: dict[str, list[int]]) -> None:
+        """Records Kafka deleted before the pipeline read them: "topic[p]" → [from, to)."""
+        for tp, (a, b) in lost.items():
+            self.lost_records += b - a
+            self.gaps.setdefault(tp, []).append([a, b])
+
     def add(self, r: BatchResult) -> None:
         self.batches += 1
         self.records += r.records
         self.written += sum(v for k, v in r.written.items())
         self.dead_letters += r.dead_letters
         self.tombstones_skipped += r.tombstones_skipped
-        for tp, (a, b) in r.lost.items():
-            self.lost_records += b - a
-            self.gaps.setdefault(tp, []).append([a, b])
+        self.add_gaps(r.lost)
         for k, v in r.written.items():
             self.per_table[k] = self.per_table.get(k, 0) + v
         for t, msg in r.config_refused.items():

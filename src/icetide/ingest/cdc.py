@@ -21,8 +21,9 @@ position) keep the earlier rule: a tie on the ordering does not update, and dele
 MERGE runs through Spark's DataFrame ``mergeInto`` (no SQL text; every name quoted, the source
 under a unique alias) inside Iceberg's ``CommitMetadata.withCommitProperties``, so the commit
 carries icetide's exactly-once tags atomically, as appends do. It is fenced like an append: it
-writes to a branch made at main's head once icetide's ``LedgerFence`` validated that head, and main
-is fast-forwarded to it only while main's head is still that base (:func:`fenced_merge`).
+writes to a branch made at main's head once icetide's ``LedgerFence`` validated that head, then
+lands on main fenced again (:mod:`icetide.lake.fence`): a compaction of other files meanwhile
+costs nothing, one of the files the MERGE touched makes it run again on the new head.
 """
 
 from __future__ import annotations
@@ -30,9 +31,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
@@ -48,6 +47,7 @@ from pyspark.sql.types import (
 
 from icetide.config.target import CdcSettings
 from icetide.ingest import decode
+from icetide.lake.fence import Fence, fenced_write, with_commit_properties
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -282,84 +282,21 @@ def merge(source: DataFrame, target: str, qualifier: str, cdc: CdcSettings) -> N
      .merge())
 
 
-class _Callable:
-    """A Python function as a ``java.util.concurrent.Callable`` (py4j callback)."""
-
-    def __init__(self, fn: Callable[[], None]) -> None:
-        self.fn = fn
-        self.error: BaseException | None = None
-
-    def call(self) -> None:
-        try:
-            self.fn()
-        except BaseException as e:
-            self.error = e
-            raise
-
-    class Java:
-        implements: ClassVar[list[str]] = ["java.util.concurrent.Callable"]
-
-
-def with_commit_properties(spark: SparkSession, properties: dict[str, str], fn: Callable[[], None]) -> None:
-    """Run ``fn`` so that the Iceberg commit it makes carries ``properties`` in its snapshot summary."""
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    sc: Any = spark.sparkContext
-    ensure_callback_server_started(sc._gateway)
-    jvm: Any = spark._jvm
-    props = jvm.java.util.HashMap()
-    for k, v in properties.items():
-        props.put(k, v)
-    call = _Callable(fn)
-    try:
-        jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
-            props, call, jvm.java.lang.Class.forName("java.lang.RuntimeException"))
-    except Exception:
-        if call.error is not None:
-            raise call.error from None
-        raise
-
-
 MERGE_CONFLICT_RETRIES = 5
-
-
-@dataclass(frozen=True)
-class Fence:
-    """What a fenced MERGE expects: the newest commit of ``pipeline`` on the table is (run, batch)
-    (``run`` None: no commit of it); ``branch`` is where this run's MERGEs are staged."""
-
-    pipeline: str
-    run: str | None
-    batch: int
-    branch: str
 
 
 def fenced_merge(spark: SparkSession, properties: dict[str, str], source: DataFrame, table: str,
                  cdc: CdcSettings, fence: Fence | None) -> None:
-    """The tagged MERGE into ``table``; with ``fence``, staged on a branch and published only onto
-    the state the fence approved (else :class:`~icetide.errors.FencedError`, nothing committed)."""
-    from icetide.errors import FencedError
+    """The tagged MERGE into ``table``; with ``fence``, landed only where the fence approves
+    (:func:`~icetide.lake.fence.fenced_write`; else :class:`~icetide.errors.FencedError`)."""
+
+    def write(target: str) -> None:
+        with_commit_properties(spark, properties, lambda: merge(source, target, target.split(".")[-1], cdc))
 
     if fence is None:
-        with_commit_properties(spark, properties, lambda: merge(source, table, table.split(".")[-1], cdc))
-        return
-    jvm: Any = spark._jvm
-    ledger_fence = jvm.io.icetide.iceberg.LedgerFence
-    handle = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
-    refused = ledger_fence.stage(handle, fence.branch, fence.pipeline, fence.run, fence.batch)
-    if refused is not None:
-        raise FencedError(str(refused))
-    qualifier = f"branch_{fence.branch}"
-    try:
-        # the MERGE reads the branch (main's head when staged) and commits to it
-        with_commit_properties(spark, properties, lambda: merge(source, f"{table}.{qualifier}", qualifier, cdc))
-        ledger_fence.publish(handle, fence.branch)
-    except BaseException:
-        try:
-            ledger_fence.drop(handle, fence.branch)
-        except Exception as e:  # expires on its own (max ref age)
-            log.warning("could not remove branch %s of %s: %s", fence.branch, table, str(e).splitlines()[0][:200])
-        raise
+        write(table)
+    else:
+        fenced_write(spark, table, fence, write, merge=True)
 
 
 def merge_retrying_conflicts(spark: SparkSession, properties: dict[str, str], source: DataFrame, table: str,

@@ -23,6 +23,7 @@ Iceberg's ``UpdateSchema`` API, never SQL text.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -207,6 +208,12 @@ def _walk_struct(path: Path, have: StructType, seen: StructType, evo: Evolution,
             elif (f.metadata or {}).get("comment"):  # a declared field's doc (Avro)
                 evo.comments[here] = str(f.metadata["comment"])
             continue
+        if names.original(f) != names.original(by_name[f.name]):
+            # under field_names: sanitize, two producer names for one column ("user-agent" made it
+            # user_x2Dagent; now a literal "user_x2Dagent" arrives, or the other way round): the
+            # newcomer's records are dead letters, never read into the other field's column
+            evo.rejected.append((here, "name_collision"))
+            continue
         _walk_type(here, by_name[f.name].dataType, f.dataType, evo, budget, dotted)
 
 
@@ -339,11 +346,13 @@ def apply(spark: SparkSession, table: str, schema: StructType, evo: Evolution, a
     if evo.added:
         partial = _partial(schema, evo.added, evo.comments)
         additions = util.convert(jvm.org.apache.spark.sql.types.DataType.fromJson(partial.json()))
+    renamed = {p.name: c[len(names.ORIGINAL):] for p, c in evo.comments.items() if c.startswith(names.ORIGINAL)}
     last: Exception | None = None
     for _ in range(attempts):
         t = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
         t.refresh()
-        upd = t.updateSchema()
+        txn = t.newTransaction()
+        upd = txn.updateSchema()
         if additions is not None:
             upd = upd.unionByNameWith(additions)
         for p, _, new in evo.widened:
@@ -359,6 +368,11 @@ def apply(spark: SparkSession, table: str, schema: StructType, evo: Evolution, a
             upd = upd.makeColumnOptional(p.name)
         try:
             upd.commit()
+            if renamed:  # the producers' names of the new columns, in the same commit as the columns
+                have = names.originals(schema)
+                txn.updateProperties().set(names.PROPERTY, json.dumps({**have, **renamed}, ensure_ascii=False,
+                                                                        sort_keys=True)).commit()
+            txn.commitTransaction()
             break
         except Exception as e:  # a concurrent commit (maintenance, another writer): rebuild, retry
             if "CommitFailedException" not in str(e):

@@ -12,8 +12,9 @@ the commit against the table's refreshed metadata: the commit lands only if the 
 this pipeline among the table's ancestors is still the one this run's watermark came from. A second
 run of the pipeline (any checkpoint folder, any host) or a zombie that wakes up therefore cannot land
 a batch twice; its commit fails with :class:`~icetide.errors.FencedError` and commits nothing.
-Appends Spark must write itself (tables that ask for a write ordering or distribution) re-read the
-ledger just before they write instead (see docs/guarantees.md for that narrower window).
+Writes Spark must commit itself (MERGEs; appends to tables that ask for a write ordering or
+distribution, or to the rows of a partial replay) are staged on a branch and land on main through
+the same fence (:func:`~icetide.lake.fence.fenced_write`): no commit path is unfenced.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
@@ -32,11 +33,11 @@ from pyspark.sql import functions as F
 from icetide import faults
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
-from icetide.errors import FENCE_MARKER, FencedError, TopicRecreatedError
+from icetide.errors import FENCE_MARKER, FencedError, TopicRecreatedError, is_commit_conflict, is_fenced
 from icetide.ingest import multi_write
-from icetide.ingest.cdc import Fence as cdc_fence
 from icetide.ingest.recreated import Recreated, Topics, ids_to_record, stop_message
 from icetide.lake import inflight
+from icetide.lake.fence import FENCE_CLASS, Fence, fenced_append, fenced_write
 from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property
 from icetide.lake.table_io import TableIO
 from icetide.lake.tables import table_exists
@@ -59,7 +60,6 @@ class Pending:
     keep: Column | None
     base: tuple[str | None, int] = (None, -1)  # the fence: newest tagged (run, batch) it expects
 
-FENCE_CLASS = "io.icetide.iceberg.LedgerFence"
 
 
 class Ledger:
@@ -88,6 +88,15 @@ class Ledger:
             wm = self._adopted(table, wm)
             self._watermarks[table] = self._renewed(table, wm) if wm is not None else None
         return self._watermarks[table]
+
+    def held(self, tables: list[str]) -> dict[tuple[str, int], int]:
+        """Per partition, the highest offset any of ``tables`` (qualified) holds."""
+        out: dict[tuple[str, int], int] = {}
+        for table in tables:
+            wm = self.watermark(table)
+            for tp, off in (wm.offsets if wm is not None else {}).items():
+                out[tp] = max(out.get(tp, -1), off)
+        return out
 
     def _renewed(self, table: str, wm: Watermark) -> Watermark:
         """``wm`` (a fresh read) with the offsets of topics deleted and created again since set aside,
@@ -190,14 +199,14 @@ class Ledger:
                 raise FencedError(refused)
         faults.point("after_table_commit", name)
 
-    def merge_fence(self, p: Pending) -> cdc_fence | None:
-        """The fence of a MERGE into ``p.table`` (None when icetide's Iceberg classes are missing:
-        the ledger is re-read just before instead)."""
+    def merge_fence(self, p: Pending) -> Fence | None:
+        """The fence of a write Spark commits itself (a MERGE, an append) into ``p.table`` (None when
+        icetide's Iceberg classes are missing: the ledger is re-read just before instead)."""
         if not self.fencing():
             self.check_fresh(p)
             return None
         run, batch = p.base
-        return cdc_fence(self.cfg.name, run, batch, f"icetide_{self.run_id}")
+        return Fence(self.cfg.name, run, batch, f"icetide_{self.run_id}")
 
     def check_fresh(self, p: Pending) -> None:
         """Fail with :class:`FencedError` if another process of the pipeline committed to the table
@@ -268,18 +277,44 @@ class Ledger:
                     self._watermarks.pop(p.table, None)
                     raise
             else:
-                self.check_fresh(p)
-                faults.point("before_table_commit", table)
-                writer = out.writeTo(table)
-                for k, v in p.tags.items():
-                    writer = writer.option(f"snapshot-property.{k}", v)
-                writer.append()
+                fence = self.merge_fence(p)
+
+                def append(target: str) -> None:
+                    faults.point("before_table_commit", table)
+                    writer = out.writeTo(target)
+                    for k, v in p.tags.items():
+                        writer = writer.option(f"snapshot-property.{k}", v)
+                    writer.append()
+
+                try:
+                    if fence is None:
+                        append(table)
+                    else:  # every commit is fenced: on a branch, then onto main
+                        self._retrying(table, lambda: fenced_write(self.spark, table, fence, append))
+                except FencedError:
+                    self._watermarks.pop(p.table, None)
+                    raise
         finally:
             self.clear([table])
         faults.point("after_table_commit", table)
         ts = stats.get.get("ts_max") if stats is not None else None  # filled in by the write that just finished
         self.finish(p, int(ts) if ts is not None else None)
         return int(counted.get["n"])
+
+    @staticmethod
+    def _retrying(table: str, write: Callable[[], None], retries: int = 5) -> None:
+        """``write`` again on a commit conflict (a commit raced the branch's stage or publish; a failed
+        attempt lands nothing), as Spark's own append retries its commit; a fence's refusal is final."""
+        for attempt in range(retries + 1):
+            try:
+                write()
+                return
+            except Exception as e:
+                if attempt == retries or is_fenced(e) or not is_commit_conflict(e):
+                    raise
+                log.warning("append to %s conflicted with a concurrent commit (%s); retry %d", table,
+                            (str(e).strip().splitlines() or [type(e).__name__])[0][:300], attempt + 1)
+                time.sleep(0.5 * 2**attempt)
 
     def _append_job(self, p: Pending, out: DataFrame, since_ms: int | None) -> int | None:
         """Append ``out`` through icetide's JVM writer with a fenced commit; None if it refuses the table."""
@@ -342,20 +377,6 @@ class Ledger:
                 self._mirror(table, wm, force=True)
             except Exception as e:  # the snapshot summaries still hold it
                 log.warning("could not mirror the watermark of %s: %s", table, str(e).splitlines()[0][:200])
-
-
-def fenced_append(spark: SparkSession, table: str, files: object, tags: dict[str, str], pipeline: str,
-                  run: str | None, batch: int) -> str | None:
-    """Append ``files`` to ``table`` (qualified) tagged with ``tags``, only if its newest commit of
-    ``pipeline`` is still (run, batch) (None: no commit of it); else the fence's message."""
-    jvm: Any = spark._jvm
-    table_obj = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
-    props = jvm.java.util.HashMap()
-    for k, v in tags.items():
-        props.put(k, v)
-    props.put("spark.app.id", spark.sparkContext.applicationId)
-    refused = jvm.io.icetide.iceberg.LedgerFence.append(table_obj, files, props, pipeline, run, batch)
-    return None if refused is None else str(refused)
 
 
 def scan_ranges(parsed: DataFrame) -> BatchRanges:

@@ -91,6 +91,62 @@ def sanitized_type(t: DataType) -> DataType:
     return _rebuild(t, field)
 
 
+#: Table property holding, under ``field_names: sanitize``, each renamed column's producer name by the
+#: column's dotted path (``{"user_x2Dagent": "user-agent", "meta.gr_xF6_xDFe": "größe"}``). Where it
+#: exists it is the mapping records are read by (a column comment is documentation a user may
+#: edit); tables made before it read the comments.
+PROPERTY = "icetide.original-names"
+
+
+def _paths(t: DataType, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], StructField]]:
+    """Every struct field of ``t`` with its dotted path (``element``/``value`` for lists and maps)."""
+    out: list[tuple[tuple[str, ...], StructField]] = []
+    if isinstance(t, StructType):
+        for f in t.fields:
+            out.append(((*prefix, f.name), f))
+            out += _paths(f.dataType, (*prefix, f.name))
+    elif isinstance(t, ArrayType):
+        out += _paths(t.elementType, (*prefix, "element"))
+    elif isinstance(t, MapType):
+        out += _paths(t.valueType, (*prefix, "value"))
+    return out
+
+
+def originals(t: DataType) -> dict[str, str]:
+    """The producer names of ``t``'s renamed fields, by dotted path (what :data:`PROPERTY` holds)."""
+    return {".".join(p): original(f) for p, f in _paths(t) if original(f) != f.name}
+
+
+def with_originals(t: StructType, mapping: dict[str, str] | None) -> StructType:
+    """``t`` (a table's schema) reading its producer names from ``mapping`` (the table's
+    :data:`PROPERTY`) instead of column comments; ``mapping`` None: the comments (older tables)."""
+    if mapping is None:
+        return t
+
+    def rebuild(u: DataType, prefix: tuple[str, ...]) -> DataType:
+        if isinstance(u, StructType):
+            fields = []
+            for f in u.fields:
+                path = (*prefix, f.name)
+                meta = dict(f.metadata or {})
+                given = mapping.get(".".join(path))
+                if given is not None:
+                    meta["comment"] = ORIGINAL + given
+                elif str(meta.get("comment", "")).startswith(ORIGINAL):
+                    meta.pop("comment")  # an edited or copied comment does not rename anything
+                fields.append(StructField(f.name, rebuild(f.dataType, path), f.nullable, meta))
+            return StructType(fields)
+        if isinstance(u, ArrayType):
+            return ArrayType(rebuild(u.elementType, (*prefix, "element")), u.containsNull)
+        if isinstance(u, MapType):
+            return MapType(u.keyType, rebuild(u.valueType, (*prefix, "value")), u.valueContainsNull)
+        return u
+
+    out = rebuild(t, ())
+    assert isinstance(out, StructType)
+    return out
+
+
 def record_type(t: DataType) -> DataType:
     """A table's type as the records spell it (the producer's names of sanitized columns): what
     ``from_json`` reads them with, before the result is cast back to the table's names."""

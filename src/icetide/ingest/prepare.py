@@ -10,6 +10,8 @@ evolution only widens or adds (see :mod:`icetide.ingest.evolution`).
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,12 +27,15 @@ from icetide.errors import ConfigError
 from icetide.ingest import cdc, decode, evolution, inference, names, refused, routing, shapes
 from icetide.ingest.formats import ID, Formats, avro_types
 from icetide.ingest.ledger import Ledger
+from icetide.lake.offsets import table_property
 from icetide.lake.tables import create_table, empty_frame, ensure_namespace, ensure_table, list_tables, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
 
 Parallel = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+
+log = logging.getLogger(__name__)
 
 
 #: A table_policy refusal whose cause is in the config (a partition, sort or key column no record has),
@@ -105,10 +110,26 @@ class Preparer:
         """The table's record schema: its columns minus Kafka and CDC metadata."""
         if table not in self._schemas:
             full = self.spark.table(self.q(table)).schema
+            if self.cfg.target.field_names == "sanitize":  # the producers' names, from the table property
+                full = names.with_originals(full, self._original_names(table))
             meta = {*decode.KAFKA_COLUMNS, *cdc.META_COLUMNS}
             self._full_schemas[table] = full
             self._schemas[table] = StructType([f for f in full.fields if f.name not in meta])
         return self._schemas[table]
+
+    def _original_names(self, table: str) -> dict[str, str] | None:
+        """The table's :data:`~icetide.ingest.names.PROPERTY` (None: absent, or not a JSON object of strings)."""
+        text = table_property(self.spark, self.q(table), names.PROPERTY)
+        try:
+            raw = json.loads(text) if text else None
+        except ValueError:
+            raw = None
+        if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+            if text:
+                log.warning("%s: table property %s is not a JSON object of names; reading the column comments",
+                            table, names.PROPERTY)
+            return None
+        return {str(k): v for k, v in raw.items()}
 
     def full_schema(self, table: str) -> StructType:
         self.schema(table)
@@ -264,8 +285,11 @@ class Preparer:
             full = StructType([*full.fields, StructField(cdc.ORDERING, cdc.ordering_type(policy.cdc), True),
                                StructField(cdc.POSITION, cdc.POSITION_TYPE, True)])
         try:
-            if create_table(self.spark, self.catalog, table, full, policy.partition_by,
-                            policy.table_properties(), policy.sort_by):
+            props = policy.table_properties()
+            renamed = names.originals(full)
+            if renamed:  # where the producers' names live (column comments are only documentation)
+                props = {**props, names.PROPERTY: json.dumps(renamed, ensure_ascii=False, sort_keys=True)}
+            if create_table(self.spark, self.catalog, table, full, policy.partition_by, props, policy.sort_by):
                 self.ledger.created(self.q(table))
             if policy.cdc is not None and policy.cdc.tombstones:
                 ensure_table(self.spark, self.catalog, f"{table}_tombstones",

@@ -38,6 +38,8 @@ _WHY = {
                        "ignoring case), or its dotted form equals another column's path (a top-level "
                        "'a.b' beside 'b' inside 'a')",
     "reserved_field": f"top-level names starting with {', '.join(RESERVED_PREFIXES)} are icetide's",
+    "name_collision": "target.field_names: sanitize gave another field's name this column already (e.g. a "
+                      "literal 'user_x2Dagent' beside 'user-agent'); rename one of them at the producer",
 }
 
 

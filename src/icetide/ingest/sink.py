@@ -95,6 +95,8 @@ class BatchWriter:
         self._dead_letters_ready = False
         self._retention = source.RetentionProbe(cfg.source)
         self._lost: dict[tuple[str, int], tuple[int, int]] = {}
+        #: the partitions the query had a position in before the batch (None: unknown, all count)
+        self._read_before: set[tuple[str, int]] | None = None
         self._batch_log = BatchLog(spark, cfg, run_id)
         self._multi: bool | None = None
         self.counters = PipelineCounters()
@@ -170,7 +172,9 @@ class BatchWriter:
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
-        self._lost = self._retention.lost(ranges)
+        self._lost = self._retention.lost(ranges, self._read_before)
+        if self._lost:  # a batch replayed after its commits lost nothing it had written
+            self._lost = source.above(self._lost, self.ledger.held([self.q(t) for t in self.tables()]))
         if self._lost:
             if cfg.source.on_data_loss == "stop":
                 raise DataLossError(self._data_loss_message(source.describe_lost(self._lost)))
@@ -383,6 +387,11 @@ class BatchWriter:
         """The batch's offsets from Spark's offset log; a scan of the batch only as a fallback."""
         location = self.cfg.checkpoint_dir()
         bounds = checkpoint.batch_bounds(self.spark, location, batch_id)
+        # partitions with a position, and partitions added to topics the query read (the pipeline's from
+        # offset 0); a topic new to the query (a pattern matches it now) starts at its oldest record
+        self._read_before = None if bounds is None else (
+            {tp for tp, o in bounds[0].items() if o >= 0}
+            | {tp for tp in bounds[1] if tp[0] in {t for (t, _), o in bounds[0].items() if o >= 0}})
         if bounds is None:
             log.warning("offset log of batch %s not readable in %s; scanning the batch", batch_id, location)
             return scan_ranges(parsed)

@@ -101,18 +101,29 @@ def topic_names(src: KafkaSource, timeout: float = 10.0) -> list[str]:
     return sorted(AdminClient(conf).list_topics(timeout=timeout).topics)
 
 
-def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int]) -> str:
+Lost = dict[TopicPartition, tuple[int, int]]
+
+
+def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int],
+                          written: dict[TopicPartition, int] | None = None) -> tuple[str, Lost]:
     """Spark's ``startingOffsets`` JSON for a pipeline that has run before: its resume points, and
     the earliest offset elsewhere.
 
     Spark requires every partition of every subscribed topic to be listed once specific offsets
-    are given. A partition without a resume point (added to the topic since, or of a topic a
-    pattern matches now) has never been read by the pipeline, so all of it is new: it starts at its
-    earliest offset. ``source.starting_offsets`` applies only to a pipeline's very first start (and
-    Spark itself starts partitions it discovers while running at their earliest offset).
+    are given. A partition without a resume point has never been read by the pipeline, so all of
+    it is new: a partition added to a topic it read starts at offset 0 (what retention deleted of
+    it is a reported gap), one of a topic a pattern matches now at its earliest offset.
+    ``source.starting_offsets`` applies only to a pipeline's very first start (and Spark itself
+    starts partitions it discovers while running at their earliest offset).
+
+    Also returns what retention deleted that the pipeline had not written (the caller reports it,
+    or stops): above ``written`` (per partition, the highest offset any table holds; default the
+    resume point, which may lie below it to finish a partial batch).
     """
     default = -2
     parts = list_partitions(src)
+    known = {t for t, _ in resume}  # a partition added to a topic read before is read from offset 0
+    resume = {**{(t, p): 0 for t, ps in parts.items() if t in known for p in ps}, **resume}
     low = low_watermarks(src, [(t, p) for t, ps in parts.items() for p in ps if (t, p) in resume])
     out: dict[str, dict[str, int]] = {}
     for topic, ps in parts.items():
@@ -120,11 +131,9 @@ def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int]) -
         # (Spark would otherwise fail the query with failOnDataLoss).
         out[topic] = {str(p): max(resume[(topic, p)], low[(topic, p)]) if (topic, p) in resume else default
                       for p in ps}
-    gone = {tp: (resume[tp], lo) for tp, lo in low.items() if lo > resume[tp]}
-    if gone:  # never in silence
-        log.warning("Kafka deleted records before the pipeline read them (retention); starting from the oldest "
-                    "still there. Lost: %s", describe_lost(gone))
-    return json.dumps(out, sort_keys=True)
+    upto = {tp: max(r, (written or {}).get(tp, r)) for tp, r in resume.items()}
+    gone = {tp: (upto[tp], lo) for tp, lo in sorted(low.items()) if lo > upto[tp]}
+    return json.dumps(out, sort_keys=True), gone
 
 
 def low_watermarks(src: KafkaSource, tps: list[TopicPartition], timeout: float = 10) -> dict[TopicPartition, int]:
@@ -137,14 +146,31 @@ def high_watermarks(src: KafkaSource, tps: list[TopicPartition]) -> dict[TopicPa
     return _watermarks(src, tps, 1)
 
 
-def lost_ranges(ranges: BatchRanges, low: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
+def lost_ranges(ranges: BatchRanges, low: dict[TopicPartition, int], read: set[TopicPartition] | None = None
+                ) -> Lost:
     """Per partition, the part of a batch's planned range Kafka no longer holds: [start, oldest
-    retained) cut at the range's end (retention deleted it before the pipeline read it)."""
+    retained) cut at the range's end (retention deleted it before the pipeline read it). Only the
+    partitions of ``read`` (None: all), those the query had a position in before this batch: a
+    partition new to the query (added, or of a topic a pattern matches now) starts at its oldest
+    retained record, and what retention deleted of it before was never the pipeline's to read."""
     out = {}
     for tp, (start, end) in sorted(ranges.ranges.items()):
+        if read is not None and tp not in read:
+            continue
         lo = low.get(tp)
         if lo is not None and end > start and lo > start:
             out[tp] = (start, min(lo, end))
+    return out
+
+
+def above(lost: Lost, held: dict[TopicPartition, int]) -> Lost:
+    """``lost`` without what the tables already hold (``held``: per partition, the highest offset
+    any table of the pipeline holds)."""
+    out = {}
+    for tp, (a, b) in sorted(lost.items()):
+        start = max(a, held.get(tp, a))
+        if b > start:
+            out[tp] = (start, b)
     return out
 
 
@@ -160,11 +186,12 @@ class RetentionProbe:
         self.src = src
         self._consumer: Any = None
 
-    def lost(self, ranges: BatchRanges) -> dict[TopicPartition, tuple[int, int]]:
-        """What of ``ranges`` Kafka no longer holds (empty when it could not be asked)."""
+    def lost(self, ranges: BatchRanges, read: set[TopicPartition] | None = None) -> Lost:
+        """What of ``ranges`` Kafka no longer holds (empty when it could not be asked); ``read``: see
+        :func:`lost_ranges`."""
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-        tps = [tp for tp, (start, end) in ranges.ranges.items() if end > start]
+        tps = [tp for tp, (start, end) in ranges.ranges.items() if end > start and (read is None or tp in read)]
         if not tps:
             return {}
         try:
@@ -178,7 +205,7 @@ class RetentionProbe:
         except Exception:  # the read itself will tell; a probe never fails a batch
             self.close()
             return {}
-        return lost_ranges(ranges, low)
+        return lost_ranges(ranges, low, read)
 
     def close(self) -> None:
         if self._consumer is not None:

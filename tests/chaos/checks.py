@@ -1,0 +1,185 @@
+"""The chaos run's end checks, each exact (read through PyIceberg: no JVM, nothing of icetide's
+own read path).
+
+- no pipeline run ended on its own (a fault may stop a run only by the harness's hand);
+- append: every record produced is, exactly once, a row of the table its ``kind`` routes to (a
+  good record) or a dead letter (a hostile one), unless Kafka deleted it unread and the pipeline
+  reported a gap covering its offset, or it was on a topic deleted before it was read; no
+  reported gap covers a record that landed;
+- CDC: the table is exactly the change stream's final state, and each bad change one dead letter;
+- every file the tables reference exists;
+- the secret in the config appears in no output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from icetide.catalog import pyiceberg_catalog
+from icetide.config import load_config
+
+if TYPE_CHECKING:
+    from tests.chaos.run import Chaos
+
+#: put in the pipelines' config (a webhook URL's password): no output may show it
+SECRET = "chaos-webhook-secret-do-not-print"
+_GAP = re.compile(r'\{[^{}]*"event": "kafka_gap"[^{}]*\}')
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    parts = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30).topics[topic].partitions
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-probe", "log_level": 0})
+    try:
+        return {p: int(c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]) for p in parts}
+    finally:
+        c.close()
+
+
+def checkpoint_partitions(checkpoint: Path, topic: str) -> set[int]:
+    """The partitions of ``topic`` the newest batch of a Spark checkpoint has a position in."""
+    logs = sorted((int(f.name), f) for f in (checkpoint / "offsets").glob("*") if f.name.isdigit())
+    if not logs:
+        return set()
+    objects = [ln for ln in logs[-1][1].read_text().splitlines() if ln.strip().startswith("{")]
+    positions = json.loads(objects[-1]) if len(objects) > 1 else {}
+    return {int(p) for p, o in positions.get(topic, {}).items() if int(o) >= 0}
+
+
+def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
+    return {"name": name, "ok": bool(ok), "detail": detail}
+
+
+def reported_gaps(logs: list[Path]) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """Every ``kafka_gap`` alert the runs logged: (topic, partition) → [from, to) ranges."""
+    out: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for log in logs:
+        if not log.exists():
+            continue
+        for m in _GAP.finditer(log.read_text(errors="replace")):
+            a = json.loads(m.group(0))
+            topic, _, part = str(a["partition"]).rpartition("[")
+            out.setdefault((topic, int(part.rstrip("]"))), []).append((int(a["lost_from"]), int(a["lost_to"])))
+    return out
+
+
+def _in_gap(gaps: dict[tuple[str, int], list[tuple[int, int]]], topic: str, partition: int, offset: int) -> bool:
+    return any(a <= offset < b for a, b in gaps.get((topic, partition), []))
+
+
+def _append(chaos: Chaos) -> list[dict[str, Any]]:
+    pipe = chaos.pipes["append"]
+    catalog = pyiceberg_catalog(load_config(pipe.cfg))
+    ids: Counter[str] = Counter()
+    where: dict[str, str] = {}
+    for ns, name in catalog.list_tables("chaos"):
+        if name in ("dead_letters", "batches", "maintenance"):
+            continue
+        arrow = catalog.load_table(f"{ns}.{name}").scan(selected_fields=("id",)).to_arrow()
+        for i in arrow.column("id").to_pylist():
+            ids[i] += 1
+            where[i] = name
+    dead: Counter[str] = Counter()
+    dlq = catalog.load_table("chaos.dead_letters").scan(selected_fields=("_kafka_key", "error_class")).to_arrow()
+    classes: Counter[str] = Counter()
+    for key, cls in zip(dlq.column("_kafka_key").to_pylist(), dlq.column("error_class").to_pylist(), strict=True):
+        uid = key.decode() if isinstance(key, bytes) else str(key)
+        dead[uid] += 1
+        classes[cls] += 1
+    gaps = reported_gaps(pipe.logs)
+    work = chaos.append
+    missing, dup, wrong, over, lost, deleted, undelivered = [], [], [], [], 0, 0, 0
+    for uid, r in work.records.items():
+        n = ids[uid] + dead[uid]
+        if ids[uid] > 1 or dead[uid] > 1 or n > 1:
+            dup.append(uid)
+        d = r.delivered
+        if d is None:
+            undelivered += 1
+            continue
+        if n == 1:
+            if (r.kind is None) != (dead[uid] == 1) or (r.kind is not None and where.get(uid) != r.kind):
+                wrong.append(uid)
+            if d.incarnation == work.incarnation[d.topic] and _in_gap(gaps, d.topic, d.partition, d.offset):
+                over.append(uid)
+            continue
+        if n == 0:
+            if d.incarnation < work.incarnation[d.topic]:
+                deleted += 1
+            elif _in_gap(gaps, d.topic, d.partition, d.offset):
+                lost += 1
+            else:
+                missing.append(uid)
+    produced = len(work.records)
+    return [
+        _check("append: no record missing", not missing,
+               f"{len(missing)} of {produced} missing (e.g. {missing[:5]}); {lost} lost to retention and reported, "
+               f"{deleted} on a topic deleted before they were read, {undelivered} not delivered by Kafka"),
+        _check("append: no record twice", not dup, f"{len(dup)} ids more than once (e.g. {dup[:5]})"),
+        _check("append: each record where it belongs", not wrong,
+               f"{len(wrong)} good records dead-lettered, hostile ones landed, or in another table (e.g. {wrong[:5]}); "
+               f"dead letters by class: {dict(sorted(classes.items()))}"),
+        _check("append: no gap reported over a record that landed", not over,
+               f"{len(over)} (e.g. {over[:5]}); gaps: {sum(len(v) for v in gaps.values())} reported"),
+    ]
+
+
+def _cdc(chaos: Chaos) -> list[dict[str, Any]]:
+    pipe = chaos.pipes["cdc"]
+    catalog = pyiceberg_catalog(load_config(pipe.cfg))
+    arrow = catalog.load_table("chaos_cdc.customers").scan(selected_fields=("id", "name", "balance")).to_arrow()
+    rows = list(zip(*(arrow.column(c).to_pylist() for c in ("id", "name", "balance")), strict=True))
+    got = {k: (n, b) for k, n, b in rows}
+    want = chaos.cdc.stream.final
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    stale = sorted(k for k in set(got) & set(want) if got[k] != want[k])
+    dlq = catalog.load_table("chaos_cdc.dead_letters").scan(selected_fields=("error_class",)).to_arrow()
+    classes = Counter(dlq.column("error_class").to_pylist())
+    return [
+        _check("cdc: exact final state", len(rows) == len(got) and not (missing or extra or stale),
+               f"{len(rows)} rows for {len(got)} keys (want {len(want)}); {len(missing)} missing (e.g. {missing[:5]}), "
+               f"{len(extra)} resurrected (e.g. {extra[:5]}), {len(stale)} stale (e.g. {stale[:5]})"),
+        _check("cdc: each bad change one dead letter", dict(classes) == chaos.cdc.stream.bad,
+               f"dead letters {dict(sorted(classes.items()))}, produced {dict(sorted(chaos.cdc.stream.bad.items()))}"),
+    ]
+
+
+def _files(chaos: Chaos) -> list[dict[str, Any]]:
+    absent: list[str] = []
+    tables = 0
+    for key, ns in (("append", "chaos"), ("cdc", "chaos_cdc")):
+        catalog = pyiceberg_catalog(load_config(chaos.pipes[key].cfg))
+        for ident in catalog.list_tables(ns):
+            tables += 1
+            files = catalog.load_table(ident).inspect.files()
+            for path in files.column("file_path").to_pylist():
+                local = str(path).removeprefix("file:")
+                if not Path(local).exists():
+                    absent.append(local)
+    return [_check("no file a table references is missing", not absent,
+                   f"{len(absent)} missing across {tables} tables (e.g. {absent[:3]})")]
+
+
+def _secret(chaos: Chaos) -> list[dict[str, Any]]:
+    seen = [str(log) for p in chaos.pipes.values() for log in p.logs
+            if log.exists() and SECRET in log.read_text(errors="replace")]
+    return [_check("the secret appears in no output", not seen, f"found in {seen}" if seen else "not found")]
+
+
+def run_all(chaos: Chaos) -> dict[str, Any]:
+    out: list[dict[str, Any]] = []
+    exits = {p.name: p.exits for p in chaos.pipes.values()}
+    out.append(_check("no run ended on its own", not any(exits.values()), f"exit codes: {exits}"))
+    for part in (_append, _cdc, _files, _secret):
+        try:
+            out += part(chaos)
+        except Exception as e:  # a check that cannot run is a failed check, with the reason
+            out.append(_check(part.__name__.strip("_"), False, f"could not check: {type(e).__name__}: {e}"))
+    return {"checks": out, "produced": {"append": len(chaos.append.records), "cdc": chaos.cdc.stream.changes}}

@@ -1,0 +1,67 @@
+"""The fault schedule of a chaos run: a pure function of the seed (no I/O), so a failure replays.
+
+Faults come one at a time at random moments (exponential gaps around ``mean_gap`` seconds), each
+with a random kind, target and duration; the schedule leaves the run's last stretch quiet so that
+the pipelines drain before the checks. Kinds:
+
+- ``kill``: SIGKILL a pipeline's process group (driver and Spark JVM), restarted ``duration`` later;
+- ``pause``: SIGSTOP it for ``duration`` seconds, then SIGCONT;
+- ``standby``: SIGSTOP it, start a second run of the same pipeline (its own checkpoint folder, as
+  on another host) for ``duration`` seconds, SIGCONT the first, and stop the second;
+- ``broker``: stop the Kafka broker for ``duration`` seconds;
+- ``retention``: Kafka deletes records of the append topic below a point the pipeline may not
+  have read yet (``delete_records``), the pipeline paused meanwhile; only in partitions the
+  pipeline's checkpoint has a position in (what it never read was never its to lose);
+- ``partitions``: a partition added to the append topic;
+- ``checkpoint``: SIGKILL a pipeline, delete its checkpoint folder, restart it;
+- ``recreate``: SIGKILL the append pipeline, delete the second append topic and create it again.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+
+KINDS = ("kill", "pause", "standby", "broker", "retention", "partitions", "checkpoint", "recreate")
+#: faults that only make sense for the append pipeline (the CDC table's final state must be exact)
+APPEND_ONLY = frozenset({"retention", "partitions", "recreate"})
+PIPELINES = ("append", "cdc")
+
+
+@dataclass(frozen=True)
+class Fault:
+    at: float  # seconds after the start
+    kind: str
+    pipeline: str  # "append" or "cdc" ("-" for the broker)
+    duration: float  # seconds (kill: until the restart; pause/standby/broker: how long)
+    amount: int = 0  # retention: how many records past the pipeline's position to delete
+
+    def describe(self) -> str:
+        what = {"kill": "SIGKILL, restart after", "pause": "SIGSTOP for", "standby": "paused, a second run for",
+                "broker": "broker down for", "retention": "delete_records while paused for",
+                "partitions": "add a partition", "checkpoint": "kill, delete the checkpoint, restart after",
+                "recreate": "kill, recreate the second topic, restart after"}[self.kind]
+        extra = f" (+{self.amount} records)" if self.kind == "retention" else ""
+        return f"t={self.at:6.1f}s {self.kind:<10} {self.pipeline:<6} {what} {self.duration:.1f}s{extra}"
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def plan(seed: int, seconds: float, mean_gap: float = 25.0, quiet_tail: float = 30.0,
+         kinds: tuple[str, ...] = KINDS) -> list[Fault]:
+    """The faults of a run of ``seconds`` (the last ``quiet_tail`` seconds free of them): the same
+    list for the same arguments, on any machine."""
+    rng = random.Random(seed)
+    out: list[Fault] = []
+    t = rng.uniform(25, 40)  # let the pipelines start and commit first
+    while True:
+        kind = rng.choice(kinds)
+        pipeline = "append" if kind in APPEND_ONLY else "-" if kind == "broker" else rng.choice(PIPELINES)
+        duration = {"kill": rng.uniform(1, 8), "pause": rng.uniform(3, 25), "standby": rng.uniform(20, 45),
+                    "broker": rng.uniform(5, 25), "retention": rng.uniform(3, 10), "partitions": 0.0,
+                    "checkpoint": rng.uniform(1, 5), "recreate": rng.uniform(2, 6)}[kind]
+        if t + duration > seconds - quiet_tail:
+            return out
+        out.append(Fault(round(t, 1), kind, pipeline, round(duration, 1), rng.randint(50, 400)))
+        t += duration + rng.expovariate(1 / mean_gap)
