@@ -123,7 +123,7 @@ def test_two_versions_every_type_and_every_bad_input_in_one_batch(kafka, lake, t
     for i in range(40):
         r, want = rows[f"e{i}"], record(i)
         assert r["n"] == i and isinstance(r["n"], int)
-        assert r["note"] == (f"n{i}" if i % 2 else "none")  # v1 records get v2's default
+        assert r["note"] == (f"n{i}" if i % 2 else None)  # each record as its own version wrote it (#40)
         assert r["amount"] == want["amount"] and r["price"] == want["price"]
         assert r["ts"] == want["ts"]  # to the microsecond, with zone
         assert r["ts_ms"] == want["ts_ms"]
@@ -221,7 +221,8 @@ def test_record_name_routing_one_topic_many_tables_with_avro_keys(kafka, lake, t
     cfg_dict["dead_letter"] = {"table": f"{ns}.dlq"}
     cfg = write_config(tmp_path / "p.yaml", cfg_dict)
     run_in_process(spark, cfg)
-    orders, refunds = scan(cfg, f"{ns}.purchase"), scan(cfg, f"{ns}.refund")
+    # routed by the full name (#40): shop.<ns>.Purchase → shop_<ns>_purchase
+    orders, refunds = scan(cfg, f"{ns}.shop_{ns}_purchase"), scan(cfg, f"{ns}.shop_{ns}_refund")
     assert sorted(r["id"] for r in orders) == [i for i in range(30) if i % 3]
     assert sorted(r["id"] for r in refunds) == [i for i in range(30) if not i % 3]
     assert {r["total"] for r in orders} == {i * 1.5 for i in range(30) if i % 3}
@@ -269,7 +270,11 @@ def test_registry_down_for_a_minute_mid_run(kafka, lake, tmp_path, registry) -> 
 
 
 VALUE = {"type": "record", "name": "Value", "namespace": "shop.customers", "fields": [
-    {"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "balance", "type": "double"}]}
+    {"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "balance", "type": "double"},
+    # Debezium's semantic type of a DATETIME(6) (time.precision.mode adaptive): a timestamp column (#40)
+    {"name": "updated", "type": {"type": "long", "connect.version": 1,
+                                 "connect.name": "io.debezium.time.MicroTimestamp"}}]}
+UPDATED = dt.datetime(2026, 11, 1)  # a change's `updated`: this plus its version in microseconds
 ENVELOPE = {"type": "record", "name": "Envelope", "namespace": "shop.customers", "fields": [
     {"name": "before", "type": ["null", VALUE], "default": None},
     {"name": "after", "type": ["null", "Value"], "default": None},
@@ -280,9 +285,9 @@ ENVELOPE = {"type": "record", "name": "Envelope", "namespace": "shop.customers",
 
 
 def test_debezium_avro_sigkill_twice_exact_final_state(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
-    """Debezium's Avro converter: envelopes and Kafka tombstones; two SIGKILLs mid-batch; the table
-    ends as the exact final state of the change stream (ordering by source.lsn, duplicates and
-    replays of old changes delivered)."""
+    """Debezium's Avro converter: envelopes with a semantic type and Kafka tombstones; two SIGKILLs
+    mid-batch; the table ends as the exact final state of the change stream (ordering by
+    source.lsn, duplicates and replays of old changes delivered), the MicroTimestamp a timestamp."""
     import os
     import random
 
@@ -298,8 +303,9 @@ def test_debezium_avro_sigkill_twice_exact_final_state(kafka, lake, tmp_path, sp
     ser = serializer(registry.url, ENVELOPE)
 
     def envelope(ch: dict[str, Any]) -> bytes:
+        row = {**ch["row"], "updated": int(UPDATED.replace(tzinfo=UTC).timestamp()) * 1_000_000 + ch["version"]}
         return encode(ser, topic, {
-            "before": ch["row"] if ch["op"] in ("u", "d") else None, "after": None if ch["op"] == "d" else ch["row"],
+            "before": row if ch["op"] in ("u", "d") else None, "after": None if ch["op"] == "d" else row,
             "op": ch["op"], "ts_ms": 1795600000000 + ch["version"],
             "source": {"lsn": ch["version"], "table": "customers", "db": "shop"}})
 
@@ -321,7 +327,10 @@ def test_debezium_avro_sigkill_twice_exact_final_state(kafka, lake, tmp_path, sp
     proc = start(cfg, log, "--until-idle", "--for", "900")
     assert proc.wait(1000) == 0, log.read_text()[-3000:]
     assert_final_state(spark, table, stream)
-    assert [f.name for f in spark.table(f"icetide.{table}").schema.fields][:3] == ["id", "name", "balance"]
+    assert [f.name for f in spark.table(f"icetide.{table}").schema.fields][:4] == ["id", "name", "balance", "updated"]
+    assert spark.table(f"icetide.{table}").schema["updated"].dataType.typeName() == "timestamp_ntz"
+    for name, updated in spark.sql(f"SELECT name, updated FROM icetide.{table}").collect():  # the row's own change
+        assert updated == UPDATED + dt.timedelta(microseconds=int(name.rsplit("-", 1)[1]))
     assert not dead_letters(cfg, f"{table}_dlq")
 
 
@@ -385,3 +394,216 @@ def test_check_lists_the_topics_subjects_and_warns_on_weak_compatibility(kafka, 
     dead = avro_pipeline(kafka, lake, tmp_path, topic, f"{ns}.events", "http://127.0.0.1:9/apis/ccompat/v7")
     res = icetide_cli("check", "-c", str(write_config(tmp_path / "dead.yaml", dead)))
     assert res.returncode == 2 and "source.schema_registry.url:" in res.stderr and "Traceback" not in res.stderr
+
+
+# -- schemas as production registries hold them (#40) ---------------------------------------------
+DBZ = "io.debezium.time."
+
+
+def connect(name: str, t: str, **kw: Any) -> dict[str, Any]:
+    """A type as Kafka Connect's Avro converters write it: its meaning in ``connect.name``."""
+    return {"type": t, "connect.version": 1, "connect.name": name, **kw}
+
+
+VSD = {"type": "record", "name": "VariableScaleDecimal", "namespace": "io.debezium.data", "fields": [
+    {"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}], "connect.version": 1,
+    "connect.name": "io.debezium.data.VariableScaleDecimal"}
+#: Confluent's converter, a Connect Decimal without connect.decimal.precision: precision 64
+CONNECT_DECIMAL = connect("org.apache.kafka.connect.data.Decimal", "bytes", logicalType="decimal", precision=64,
+                          scale=2, **{"connect.parameters": {"scale": "2"}})
+
+
+def envelope(namespace: str, fields: list[dict[str, Any]]) -> dict[str, Any]:
+    value = {"type": "record", "name": "Value", "namespace": namespace, "fields": fields}
+    return {"type": "record", "name": "Envelope", "namespace": namespace, "fields": [
+        {"name": "before", "type": ["null", value], "default": None},
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {"name": "op", "type": "string"}, {"name": "ts_ms", "type": ["null", "long"], "default": None}]}
+
+
+def raw_encode(sid: int, schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    """The wire format written by hand (a schema the serializer's own parser refuses)."""
+    import io
+
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return b"\x00" + sid.to_bytes(4, "big") + out.getvalue()
+
+
+def test_histories_shared_ids_lax_defaults_and_tombstones_in_one_run(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
+    """One run over four topics (routed by topic, ``on_tombstone: skip``), one item of #40 each:
+    a BACKWARD history that deleted a field and an enum symbol (the field is a column, each record
+    holds what its own version wrote, before and after a restart); one schema id shared by two
+    subjects (the other subject's newer version never reaches its table); a default registries
+    accept and Avro's strict parser refuses (the run goes on: Apicurio itself cannot serve that
+    schema by id, HTTP 400, so its records are dead letters with the reason at once; the same
+    schema from a registry that serves it, as Confluent's does, decodes like any other); Kafka
+    tombstones on append tables (skipped and counted, no dead letter). CI cost: 61 s (measured alone, 2 cores)."""
+    from tests.fixtures.avro import register_unvalidated
+
+    ns = unique("avrohist")
+    hist, tx, ty, lax = (unique(p) for p in ("avro-hist", "avro-x", "avro-y", "avro-lax"))
+    color = {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN", "BLUE"]}
+    v1 = {"type": "record", "name": "Person", "namespace": ns, "fields": [
+        {"name": "id", "type": "long"}, {"name": "email", "type": "string"}, {"name": "color", "type": color}]}
+    v2 = {"type": "record", "name": "Person", "namespace": ns, "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "color", "type": {**color, "symbols": ["RED", "GREEN"], "default": "RED"}},
+        {"name": "note", "type": "string", "default": "-"}]}
+    s1, s2 = serializer(registry.url, v1), serializer(registry.url, v2)
+    history: list[bytes | None] = [encode(s1, hist, {"id": i, "email": f"p{i}@x", "color": "BLUE" if i % 2 else "RED"})
+                                   for i in range(10)]
+    history += [encode(s2, hist, {"id": i, "color": "GREEN", "note": "n"}) for i in range(10, 20)]
+    history += [None, None, None]  # Kafka tombstones on an append table
+    # one id, two subjects: x's second version adds a field with a default; y only ever has the first
+    item = {"type": "record", "name": "Item", "namespace": ns, "fields": [{"name": "id", "type": "long"}]}
+    item2 = {**item, "fields": [*item["fields"], {"name": "extra", "type": "string", "default": "from-x"}]}
+    sx1, sy = serializer(registry.url, item), serializer(registry.url, item)
+    xs = [encode(sx1, tx, {"id": 1})]
+    ys = [encode(sy, ty, {"id": i}) for i in range(5)]
+    shared = schema_id(xs[0]) == schema_id(ys[0])
+    xs.append(encode(serializer(registry.url, item2), tx, {"id": 2, "extra": "e"}))
+    # a default Avro's strict parser refuses (a string defaulting to null), registered as a later version
+    lax1 = {"type": "record", "name": "Lax", "namespace": ns, "fields": [{"name": "id", "type": "long"}]}
+    lax2 = {**lax1, "fields": [*lax1["fields"], {"name": "s", "type": "string", "default": None}]}
+    first = encode(serializer(registry.url, lax1), lax, {"id": 0})
+    lax2_id = register_unvalidated(registry.url, f"{lax}-value", lax2)  # Apicurio's own check refuses it
+    plain2 = {**lax2, "fields": [lax2["fields"][0], {"name": "s", "type": "string"}]}  # the same bytes
+    laxes = [first, *(raw_encode(lax2_id, plain2, {"id": i, "s": s}) for i, s in ((1, "one"), (2, "two")))]
+    for topic, values in ((hist, history), (tx, xs), (ty, ys), (lax, laxes)):
+        send(kafka.bootstrap, topic, values)
+    cfg_dict = avro_pipeline(kafka, lake, tmp_path, hist, f"{ns}.unused", registry.url,
+                             target={"route": {"by": "topic", "table": f"{ns}.{{topic}}"}, "on_tombstone": "skip"})
+    cfg_dict["source"]["topics"] = [hist, tx, ty, lax]
+    cfg_dict["dead_letter"] = {"table": f"{ns}.dlq"}
+    cfg = write_config(tmp_path / "p.yaml", cfg_dict)
+    started = time.monotonic()
+    runner = run_in_process(spark, cfg)
+    print(f"run: {time.monotonic() - started:.1f} s")
+
+    def table(topic: str) -> str:
+        return f"{ns}.{topic.replace('-', '_')}"
+
+    rows = {r["id"]: r for r in scan(cfg, table(hist))}
+    assert sorted(rows) == list(range(20))
+    for i in range(10):  # version 1: its email and its enum symbol, whatever version 2 says
+        assert (rows[i]["email"], rows[i]["color"], rows[i]["note"]) == (f"p{i}@x", "BLUE" if i % 2 else "RED", None)
+    for i in range(10, 20):
+        assert (rows[i]["email"], rows[i]["color"], rows[i]["note"]) == (None, "GREEN", "n")
+    assert runner.writer.counters.tombstones_skipped == 3
+    # after a restart (a new run, no schema seen yet), records of the old version still hold their email
+    send(kafka.bootstrap, hist, [encode(s1, hist, {"id": i, "email": f"p{i}@x", "color": "BLUE"}) for i in (20, 21)])
+    run_in_process(spark, cfg)
+    later = {r["id"]: r for r in scan(cfg, table(hist)) if r["id"] >= 20}
+    assert {i: (r["email"], r["color"]) for i, r in later.items()} == {20: ("p20@x", "BLUE"), 21: ("p21@x", "BLUE")}
+    assert shared, "the registry gave the same schema two ids: the shared-id case is not exercised"
+    y_table = pyiceberg_catalog(load_config(cfg)).load_table(table(ty))
+    assert [f.name for f in y_table.schema().fields if not f.name.startswith("_kafka_")] == ["id"]
+    assert sorted(r["id"] for r in scan(cfg, table(ty))) == list(range(5))
+    assert sorted((r["id"], r["extra"]) for r in scan(cfg, table(tx))) == [(1, None), (2, "e")]
+    assert [r["id"] for r in scan(cfg, table(lax))] == [0]
+    letters = dead_letters(cfg, f"{ns}.dlq")
+    assert sorted((r["value"], r["error_class"]) for r in letters) == [(v, "unsupported_schema") for v in laxes[1:]]
+    assert all(f"schema id {lax2_id}: the registry answers HTTP 400" in r["error_message"] for r in letters)
+    # the lax schema as a registry that serves it gives it: accepted by the JVM check, decoded
+    from icetide.ingest.formats import avro as avro_format
+    from icetide.ingest.formats import avro_types
+
+    writer = avro_types.parse(lax2_id, json.dumps(lax2))
+    avro_format.spark_accepts(spark, writer)
+    got = spark.createDataFrame([(laxes[1],)], "value binary").select(
+        avro_format.Decoding(writer).column().alias("r")).first()["r"]
+    assert (got["id"], got["s"], got[avro_format.OK]) == (1, "one", True)
+
+
+def test_debezium_semantic_types_and_envelopes_routed_by_record_name(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
+    """Two Debezium topics in one run, routed by record name: both records are named ``Envelope``
+    (namespaces differ), so each gets its own table; Kafka tombstones are skipped, not
+    ``missing_route`` dead letters. One topic's types are Debezium's under ``time.precision.mode``
+    adaptive (the default), the other's under connect and adaptive_time_microseconds, with a
+    Connect Decimal of precision 64 and a VariableScaleDecimal: each column is the type it means;
+    a decimal wider than 38 digits and a ZonedTimestamp that is no timestamp are dead letters of
+    their own records only. CI cost: 58 s (measured alone, 2 cores)."""
+    ns = unique("avrodbz")
+    customers_topic, orders_topic = unique("dbz-customers"), unique("dbz-orders")
+    cns, ons = f"srv.{ns}.customers", f"srv.{ns}.orders"
+    customers = envelope(cns, [  # time.precision.mode: adaptive
+        {"name": "id", "type": "long"},
+        {"name": "born", "type": ["null", connect(DBZ + "Date", "int")], "default": None},
+        {"name": "opens", "type": connect(DBZ + "Time", "int")},  # TIME(3)
+        {"name": "created", "type": connect(DBZ + "Timestamp", "long")},  # DATETIME(3)
+        {"name": "updated", "type": connect(DBZ + "MicroTimestamp", "long")},  # DATETIME(6)
+        {"name": "precise", "type": connect(DBZ + "NanoTimestamp", "long")},
+        {"name": "seen", "type": ["null", connect(DBZ + "ZonedTimestamp", "string")], "default": None},
+        {"name": "balance", "type": ["null", VSD], "default": None},
+        {"name": "credit", "type": CONNECT_DECIMAL},
+        {"name": "doc", "type": connect("io.debezium.data.Json", "string")},
+        {"name": "uid", "type": connect("io.debezium.data.Uuid", "string")},
+        {"name": "tier", "type": connect("io.debezium.data.Enum", "string",
+                                         **{"connect.parameters": {"allowed": "a,b"}})},
+    ])
+    orders = envelope(ons, [  # time.precision.mode: connect (Confluent writes the logical types too) and a MicroTime
+        {"name": "id", "type": "long"},
+        {"name": "day", "type": connect("org.apache.kafka.connect.data.Date", "int", logicalType="date")},
+        {"name": "at", "type": connect("org.apache.kafka.connect.data.Timestamp", "long",
+                                       logicalType="timestamp-millis")},
+        {"name": "clock", "type": connect(DBZ + "MicroTime", "long")},  # adaptive_time_microseconds
+    ])
+    sc, so = serializer(registry.url, customers), serializer(registry.url, orders)
+    ms, us, ns_ = 1_777_636_800_123, 1_777_636_800_123_456, 1_777_636_800_123_456_789  # 2026-05-01 12:00:00.123…
+
+    def customer(i: int, **over: Any) -> dict[str, Any]:
+        row = {"id": i, "born": 20_000 + i, "opens": 3_600_000 + i, "created": ms + i, "updated": us + i,
+               "precise": ns_ + i * 1000, "seen": f"2026-05-01T12:00:0{i % 10}.5+02:00",
+               "balance": {"scale": 3, "value": (-12345 - i).to_bytes(4, "big", signed=True)},
+               "credit": decimal.Decimal(f"123456789012345678901234567890.{i:02d}"), "doc": '{"a":1}',
+               "uid": str(uuid.UUID(int=i)), "tier": "a"} | over
+        return {"before": None, "after": row, "op": "c", "ts_ms": ms}
+
+    base = dt.datetime(2026, 5, 1, 12, 0, 0, 123000)
+    cvalues: list[bytes | None] = [encode(sc, customers_topic, customer(i)) for i in range(6)]
+    big = encode(sc, customers_topic, customer(90, credit=decimal.Decimal("1" * 40 + ".25")))  # 42 digits
+    not_a_time = encode(sc, customers_topic, customer(91, seen="yesterday"))
+    cvalues += [None, big, not_a_time, None]  # tombstones, as Debezium sends after a delete
+    ovalues: list[bytes | None] = [encode(so, orders_topic, {"before": None, "op": "r", "ts_ms": ms, "after": {
+        "id": i, "day": dt.date(2026, 5, 1 + i), "at": dt.datetime(2026, 5, 1, 9, tzinfo=UTC) + dt.timedelta(hours=i),
+        "clock": 45_000_000_000 + i}}) for i in range(4)] + [None]
+    send(kafka.bootstrap, customers_topic, cvalues)
+    send(kafka.bootstrap, orders_topic, ovalues)
+    cfg_dict = avro_pipeline(kafka, lake, tmp_path, customers_topic, f"{ns}.unused", registry.url,
+                             target={"route": {"by": "record_name", "table": f"{ns}.{{value}}"}})
+    cfg_dict["source"]["topics"] = [customers_topic, orders_topic]
+    cfg_dict["dead_letter"] = {"table": f"{ns}.dlq"}
+    cfg = write_config(tmp_path / "p.yaml", cfg_dict)
+    started = time.monotonic()
+    runner = run_in_process(spark, cfg)
+    print(f"run: {time.monotonic() - started:.1f} s")
+
+    ctable, otable = f"{ns}.srv_{ns}_customers_envelope", f"{ns}.srv_{ns}_orders_envelope"
+    rows = {r["after"]["id"]: r["after"] for r in scan(cfg, ctable)}
+    assert sorted(rows) == list(range(6))
+    for i, r in rows.items():
+        assert r["born"] == dt.date(1970, 1, 1) + dt.timedelta(days=20_000 + i)
+        assert r["opens"] == 3_600_000 + i  # milliseconds after midnight (the column comment says so)
+        assert r["created"] == base + dt.timedelta(milliseconds=i)
+        assert r["created"].tzinfo is None  # Debezium's Timestamp is a local date-time
+        assert r["updated"] == base + dt.timedelta(microseconds=456 + i)
+        assert r["precise"] == base + dt.timedelta(microseconds=456 + i)  # nanoseconds cut to the microsecond
+        assert r["seen"] == dt.datetime(2026, 5, 1, 10, 0, i % 10, 500000, tzinfo=UTC)
+        assert r["balance"] == f"-{(12345 + i) // 1000}.{(12345 + i) % 1000:03d}"
+        assert r["credit"] == decimal.Decimal(f"123456789012345678901234567890.{i:02d}")
+        assert (r["doc"], r["uid"], r["tier"]) == ('{"a":1}', str(uuid.UUID(int=i)), "a")
+    schema = pyiceberg_catalog(load_config(cfg)).load_table(ctable).schema()
+    types = {n: str(schema.find_type(f"after.{n}")) for n in ("born", "opens", "created", "updated", "precise",
+                                                                "seen", "balance", "credit")}
+    assert types == {"born": "date", "opens": "int", "created": "timestamp", "updated": "timestamp",
+                     "precise": "timestamp", "seen": "timestamptz", "balance": "string", "credit": "decimal(38, 2)"}
+    orows = sorted((r["after"]["id"], r["after"]["day"], r["after"]["at"], r["after"]["clock"])
+                   for r in scan(cfg, otable))
+    assert orows == [(i, dt.date(2026, 5, 1 + i), dt.datetime(2026, 5, 1, 9 + i, tzinfo=UTC), 45_000_000_000 + i)
+                     for i in range(4)]
+    letters = sorted((r["value"], r["error_class"]) for r in dead_letters(cfg, f"{ns}.dlq"))
+    assert letters == sorted([(big, "undecodable"), (not_a_time, "undecodable")])
+    assert runner.writer.counters.tombstones_skipped == 3

@@ -28,7 +28,13 @@ from pyspark.sql.types import (
 from icetide.config.registry import SchemaRegistry
 from icetide.errors import ConfigError
 from icetide.ingest.formats import avro_types
-from icetide.ingest.formats.registry import RegistryClient, RegistryUnavailable, UnknownSchemaId, subject
+from icetide.ingest.formats.registry import (
+    RegistryClient,
+    RegistryUnavailable,
+    SchemaRefused,
+    UnknownSchemaId,
+    subject,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -86,7 +92,7 @@ def test_nested_records_named_types_docs_and_time_notes() -> None:
     (rec(col("id", "long"), col("next", ["null", "R"])), "contains itself"),
     (rec(col("a", "long"), col("A", "long")), "ignoring case"),
     (rec(col("_kafka_offset", "long")), "reserves"),
-    (rec(col("d", {"type": "bytes", "logicalType": "decimal", "precision": 39, "scale": 0})), "precision 1-38"),
+    (rec(col("d", {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 12})), "precision 1-38"),
     (rec(col("x", "ns.Missing")), "not defined"),
     ({"type": "array", "items": "long"}, "not an Avro record"),
 ])
@@ -183,3 +189,49 @@ def test_registry_client_unknown_id_refused_credentials_and_giving_up(scripted: 
     with pytest.raises(RegistryUnavailable, match="did not answer") as e:
         client.schema(11)
     assert not e.value.terminal  # the batch is retried, nothing is dead-lettered
+
+
+def test_a_schema_the_registry_refuses_to_serve_is_refused_at_once_not_waited_out(scripted: str) -> None:
+    """Apicurio answers 400 for a schema its own parser cannot read (a default Avro's strict parser
+    refuses): a definite answer about that id, not an outage (#40: one schema never stops the run)."""
+    _Registry.plan = [(400, {"message": "Failed to discover artifact type from content.", "error_code": 0})]
+    slept: list[float] = []
+    client = RegistryClient(SchemaRegistry(url=scripted, max_wait_s=600), sleep=slept.append)
+    with pytest.raises(SchemaRefused, match=r"HTTP 400 \(Failed to discover artifact type"):
+        client.schema(7)
+    assert slept == [] and client.outage_since is None
+
+
+def test_versions_avro_promotes_share_a_table_whichever_came_first() -> None:
+    """Each record decodes with its own writer schema (#40), so an older version's int meets a
+    newer version's double: a double column holds both; an int column cannot take a double
+    (Iceberg cannot widen int to double): that version's records are incompatible_schema."""
+    old = StructType([StructField("n", IntegerType()), StructField("b", BinaryType())])
+    new = StructType([StructField("n", DoubleType()), StructField("b", StringType())])
+    assert avro_types.merged([old, new])["n"].dataType == DoubleType() == avro_types.merged([new, old])["n"].dataType
+    assert avro_types.merged([old, new])["b"].dataType == BinaryType()  # string and bytes: the first seen
+    assert avro_types.fit(new, old).ok and not avro_types.fit(new, old).widen
+    refused = avro_types.fit(StructType([StructField("n", IntegerType())]), new)
+    assert refused.conflicts == ["n is int in the table but double in the writer schema, which is not a widening "
+                                 "Iceberg allows"]
+
+
+def test_a_404_is_believed_for_a_while_then_asked_again(scripted: str) -> None:
+    """A follower registry can lag a fresh registration: an id it answered 404 for is asked again
+    after UNKNOWN_RETRY_S, and its records decode from then on (#40)."""
+    from icetide.ingest.formats.avro import UNKNOWN_RETRY_S, AvroFormat
+
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
+    _Registry.plan = [(404, {"error_code": 40403}), (200, {"schema": json.dumps(schema)})]
+    now = [1000.0]
+    fmt = AvroFormat(SchemaRegistry(url=scripted), clock=lambda: now[0])
+    checked: list[int] = []
+    fmt.learn([8], lambda w: checked.append(w.id))
+    assert 8 in fmt.unknown and 8 not in fmt.decodings
+    now[0] += UNKNOWN_RETRY_S - 1
+    fmt.learn([8], lambda w: checked.append(w.id))
+    assert len(_Registry.seen) == 1  # believed: no request
+    now[0] += 2
+    fmt.learn([8], lambda w: checked.append(w.id))
+    assert 8 in fmt.decodings and 8 not in fmt.unknown and checked == [8]
+    assert [p for p, _ in _Registry.seen] == ["/schemas/ids/8"] * 2

@@ -119,6 +119,9 @@ def test_avro_config_errors_name_the_key_and_the_fix(tmp_path: Path) -> None:
     assert "Avro needs schema_registry" in errors_for(tmp_path, {**BASE, "source": avro})
     bad_url = {**avro, "schema_registry": {"url": "registry:8081"}}
     assert "source.schema_registry.url" in errors_for(tmp_path, {**BASE, "source": bad_url})
+    in_url = {**avro, "schema_registry": {"url": "https://alice:s3cr3t-pw@registry:8081"}}
+    msg = errors_for(tmp_path, {**BASE, "source": in_url})
+    assert "source.schema_registry.url" in msg and "basic_auth_user_info" in msg and "s3cr3t-pw" not in msg
     by_name = {**BASE, "target": {"route": {"by": "record_name", "table": "raw.{value}"}}}
     assert "record_name needs Avro values" in errors_for(tmp_path, by_name)
     mixed = {**BASE["source"], "topic_formats": {"orders-avro.*": "avro"},

@@ -15,7 +15,8 @@ class SchemaRegistry(Strict):
     """A Confluent-compatible schema registry."""
 
     url: str = Field(description="Base URL of the Confluent-compatible API, e.g. http://registry:8081 "
-                     "(Apicurio: http://host:8080/apis/ccompat/v7)")
+                     "(Apicurio: http://host:8080/apis/ccompat/v7); credentials go in basic_auth_user_info, "
+                     "never in the URL")
     basic_auth_user_info: SecretStr | None = Field(
         default=None, description="user:password for HTTP basic auth; write ${ENV_VAR} to read it from the environment")
     bearer_token: SecretStr | None = Field(
@@ -29,6 +30,12 @@ class SchemaRegistry(Strict):
         description="How subjects are named: <topic>-value (topic_name), <record full name> (record_name), "
         "<topic>-<record full name> (topic_record_name); with record names one topic carries several record types",
     )
+    semantic_types: Literal["convert", "raw"] = Field(
+        default="convert",
+        description="Kafka Connect and Debezium semantic types (connect.name): convert: each becomes the column "
+        "type it means (io.debezium.time.MicroTimestamp a timestamp, Date a date, ZonedTimestamp a timestamp "
+        "with zone, ...; see docs/formats.md); raw: the Avro type as written (a long of epoch microseconds)",
+    )
     timeout_s: float = Field(default=10.0, gt=0, le=300, description="One request's timeout")
     max_wait_s: float = Field(
         default=600.0, ge=0,
@@ -39,6 +46,9 @@ class SchemaRegistry(Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
+        if re.match(r"^https?://[^\s/@]*@", v):  # never echo it: the part before @ is a secret
+            raise ValueError("credentials in the URL are not sent: remove 'user:password@' from the url and "
+                             "write them in basic_auth_user_info (as ${ENV_VAR})")
         if not re.match(r"^https?://[^\s/]+", v):
             raise ValueError(f"{v[:80]!r} is not an http(s) URL")
         return v.rstrip("/")

@@ -156,8 +156,10 @@ class RouteSettings(Strict):
     """Route each record to a table chosen by its topic, one of its fields, a header, or (Avro) its record type."""
 
     by: Literal["topic", "field", "header", "record_name"] = Field(
-        description="Where the routing value comes from; record_name: the Avro record's name (without its "
-        "namespace), so one topic carrying several record types fans out to a table per type")
+        description="Where the routing value comes from; record_name: the Avro record's full name with '.' as "
+        "'_' (shop.Order → shop_order in the template), so one topic carrying several record types fans out to a "
+        "table per type and records of one short name in different namespaces (Debezium's Envelope) never "
+        "share a table; route Debezium topics by: topic")
     name: str | None = Field(
         default=None, description="The field (dot path for nested fields) or header holding the value"
     )
@@ -239,6 +241,13 @@ class TargetTable(TablePolicy):
     )
     max_columns: int = Field(
         default=1000, gt=0, description="Schema evolution never grows a table beyond this many fields"
+    )
+    on_tombstone: Literal["dead_letter", "skip"] = Field(
+        default="dead_letter",
+        description="A Kafka tombstone (a record with a null value) bound for an append table (no cdc): "
+        "dead_letter: a null_value dead letter; skip: dropped and counted (tombstones_skipped in the batch "
+        "event), as Iceberg's Kafka Connect sink does. CDC tables always skip them (a delete's marker); under "
+        "route.by: record_name they are always skipped (a null value names no record type)",
     )
 
     @field_validator("tables")

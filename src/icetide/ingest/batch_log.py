@@ -56,7 +56,8 @@ class BatchResult:
     created: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     inferred: list[str] = field(default_factory=list)  # tables whose records' schema was inferred
-    #: Kafka tombstones (null values) on CDC tables: Debezium's marker after a delete, skipped.
+    #: Kafka tombstones (null values) skipped: on CDC tables (Debezium's marker after a delete), under
+    #: route.by: record_name, and on append tables with target.on_tombstone: skip.
     tombstones_skipped: int = 0
     #: Records Kafka deleted before the batch read them (source.on_data_loss: continue): "topic[p]" → [from, to)
     lost: dict[str, list[int]] = field(default_factory=dict)

@@ -15,6 +15,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from icetide.config.target import TargetTable
 from icetide.ingest import names
 
 if TYPE_CHECKING:
@@ -207,3 +208,26 @@ DEAD_LETTER_SCHEMA = StructType.fromJson(
         ],
     }
 )
+
+
+def skipped_tombstone(target: TargetTable) -> Column:
+    """Per dead-letter row (:func:`dead_letter_rows`): a Kafka tombstone that is skipped (counted),
+    not written. Under ``route.by: record_name`` always (a null value names no record type, so it
+    has no table); on append tables when ``target.on_tombstone: skip``."""
+    classes = ["missing_route"] if target.route is not None and target.route.by == "record_name" else []
+    if target.on_tombstone == "skip":
+        classes.append("null_value")
+    return F.col("value").isNull() & F.col("error_class").isin(classes) if classes else F.lit(False)
+
+
+def dead_letter_counts(rows: DataFrame) -> tuple[dict[str | None, dict[str, int]], int]:
+    """Dead-letter rows (with ``_tomb``: :func:`skipped_tombstone`) counted per target table and
+    class, and the Kafka tombstones among them that are skipped instead."""
+    by_table: dict[str | None, dict[str, int]] = {}
+    tombstones = 0
+    for table, cls, tomb, k in rows.groupBy("target_table", "error_class", "_tomb").count().collect():
+        if tomb:
+            tombstones += int(k)
+        elif k:
+            by_table.setdefault(table, {})[str(cls)] = int(k)
+    return by_table, tombstones

@@ -275,7 +275,7 @@ class BatchWriter:
             state.bad.append(decode.dead_letter_rows(flagged, cfg.name, table_col, "_e", "_m"))
         dead, by_table = 0, DeadByTable()
         if state.bad:
-            d = self._dead_letters(state.bad, ctx)
+            d = self._dead_letters(state.bad, ctx, state)
             if d is None:
                 state.skipped.append(self.cfg.dead_letter.table)
             else:
@@ -334,21 +334,21 @@ class BatchWriter:
         with ThreadPoolExecutor(workers, thread_name_prefix="icetide-table") as pool:
             return list(pool.map(fn, items))
 
-    def _dead_letters(self, frames: list[DataFrame], ctx: BatchContext) -> tuple[int, DeadByTable] | None:
-        """Write the batch's dead letters; how many, and their counts per target table and class."""
-        self._ensure_dead_letter_table()
-        allrows = reduce(lambda a, b: a.unionByName(b), frames)
+    def _dead_letters(self, frames: list[DataFrame], ctx: BatchContext,
+                      state: BatchState) -> tuple[int, DeadByTable] | None:
+        """Write the batch's dead letters (tombstones to skip: counted in ``state``); count, counts per table, class."""
+        allrows = reduce(lambda a, b: a.unionByName(b), frames).withColumn("_tomb", decode.skipped_tombstone(
+            self.cfg.target))
         # Counted before the write: the dead letters go through icetide's fenced writer, whose job
         # does not report Spark observations. They are few, and read from the cached batch.
-        by_table: DeadByTable = {}
-        for r in allrows.groupBy("target_table", "error_class").count().collect():
-            if r[2]:
-                by_table.setdefault(r[0], {})[str(r[1])] = int(r[2])
-        n = self.ledger.commit(self.dead_letter_table, allrows, lambda d: d, ctx.batch_id, ctx.ranges,
-                               ctx.since_ms)
-        if n is None:
-            return None
-        return n, by_table
+        by_table, tombstones = decode.dead_letter_counts(allrows)
+        state.tombstones += tombstones
+        if not by_table:
+            return 0, by_table
+        self._ensure_dead_letter_table()
+        n = self.ledger.commit(self.dead_letter_table, allrows.where(~F.col("_tomb")).drop("_tomb"), lambda d: d,
+                               ctx.batch_id, ctx.ranges, ctx.since_ms)
+        return None if n is None else (n, by_table)
 
     def _schema_mismatches(self, batch: int, written: dict[str, int], dead: DeadByTable) -> dict[str, str]:
         """Tables with a configured schema that no record of this batch matched: nothing written and

@@ -2,12 +2,19 @@
 decoded on the executors by Spark's ``from_avro``.
 
 Per batch, the driver lists the batch's schema ids (one small job over the batch) and fetches the
-ids it has not seen from the registry (:mod:`.registry`, cached for the run). Each id is decoded
-with its own writer schema, read through a *reader* schema: the latest version of the record's
-subject when Avro's resolution rules accept the writer (fields the writer lacks get the reader's
-defaults; int → long and float → double promote), else the writer itself. The decoded record is
-then projected by name onto the table's columns (:func:`project`); an id whose types conflict
-with the table's is refused as a whole (``incompatible_schema``).
+ids it has not seen from the registry (:mod:`.registry`, cached for the run). Each record is decoded
+with its own writer schema and nothing else: never reshaped by another version of its subject, so
+what it holds does not depend on which versions exist, on the subject it came through, or on a
+restart. A table's type is the union of the versions it has seen (:meth:`AvroFormat.declared`,
+evolution never drops a column); the decoded record is projected by name onto the table's columns
+(:func:`.avro_rows.project`), and an id whose types conflict with the table's is refused as a whole
+(``incompatible_schema``).
+
+A schema is data from outside: its defaults are never read (a record decodes with its own writer
+schema, so they are dropped from the schema ``from_avro`` gets: registries accept defaults Avro's
+strict parser refuses), it is checked once on the driver with the JVM's own parser and type
+conversion, and one that fails anywhere is refused (``unsupported_schema``, with the reason); it
+never stops the run.
 
 ``from_avro`` in PERMISSIVE mode turns a payload it cannot decode into a row of nulls, which would
 land silently. Every reader schema therefore carries one more field, ``__icetide_ok`` (boolean,
@@ -23,18 +30,23 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BooleanType, DataType, MapType, StringType, StructField, StructType
+from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 
+import icetide.ingest.formats.avro_rows as avro_rows
 import icetide.ingest.formats.avro_types as avro_types
 from icetide.config.registry import SchemaRegistry
 from icetide.config.target import CdcSettings, RouteSettings
 from icetide.ingest import cdc as cdc_rules
-from icetide.ingest.formats.registry import RegistryClient, UnknownSchemaId, subject
+from icetide.ingest.formats.avro_rows import OK as OK
+from icetide.ingest.formats.avro_rows import has_path, row_type
+from icetide.ingest.formats.registry import RegistryClient, SchemaRefused, UnknownSchemaId
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,12 +57,13 @@ ID = "_icetide_schema_id"
 KEY_ID = "_icetide_key_schema_id"
 #: A record's Avro key as JSON text (null when it has no key or the key does not decode).
 KEY_TEXT = "_icetide_key_text"
-OK = "__icetide_ok"
 #: In a CDC table's parsed struct: the change's operation and ordering value, as the envelope gives them.
 CDC_OP, CDC_ORDERING = "__icetide_op", "__icetide_ordering"
 ERROR_CLASSES = ("truncated_record", "bad_magic_byte", "unknown_schema_id", "unsupported_schema", "undecodable",
                  "incompatible_schema")
 _SENTINEL = {"name": OK, "type": "boolean", "default": True}
+#: How long a 404 for a schema id is believed: a follower registry can lag a fresh registration
+UNKNOWN_RETRY_S = 60.0
 
 
 def schema_id(column: str = "value") -> Column:
@@ -70,20 +83,21 @@ def with_sentinel(schema: Any) -> str:
 
 @dataclass
 class Decoding:
-    """How one schema id is decoded: its writer, the reader it is read through, the decoded type."""
+    """How one schema id is decoded: with its own writer schema (plus the sentinel field), then its
+    semantic conversions; ``struct`` is the decoded record's type."""
 
     writer: avro_types.WriterSchema
-    reader: avro_types.WriterSchema
 
     @property
     def struct(self) -> StructType:
-        return self.reader.struct
+        return self.writer.struct
 
     def column(self) -> Column:
         from pyspark.sql.avro.functions import from_avro
 
-        return from_avro(payload(), self.writer.text, {"mode": "PERMISSIVE", "avroSchema": with_sentinel(
-            self.reader.schema)})
+        w = self.writer
+        decoded = from_avro(payload(), w.text, {"mode": "PERMISSIVE", "avroSchema": with_sentinel(w.schema)})
+        return avro_rows.converted(decoded, w.decoded_struct, w.conversions)
 
 
 @dataclass
@@ -94,13 +108,13 @@ class AvroFormat:
     client: RegistryClient = field(init=False)
     decodings: dict[int, Decoding] = field(default_factory=dict)
     refused: dict[int, str] = field(default_factory=dict)  # id → why (unsupported_schema)
-    unknown: set[int] = field(default_factory=set)  # ids the registry does not know
+    unknown: dict[int, float] = field(default_factory=dict)  # id the registry did not know → when (clock)
     batch_ids: list[int] = field(default_factory=list)
     #: Avro keys (source.key_format: avro): key schema id → its writer schema's text
     key_schemas: dict[int, str] = field(default_factory=dict)
     key_unknown: dict[int, str] = field(default_factory=dict)  # id → why it cannot decode keys
     batch_key_ids: list[int] = field(default_factory=list)
-    _compatible: dict[tuple[int, int], bool] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         self.client = RegistryClient(self.registry)
@@ -108,23 +122,33 @@ class AvroFormat:
     # -- per batch --------------------------------------------------------------------------------
     def resolve(self, spark: SparkSession, rows: DataFrame) -> None:
         """Learn every schema id of the batch (waits out a registry outage; see :mod:`.registry`)."""
-        pairs = [(str(r[0]), int(r[1])) for r in rows.select("_kafka_topic", F.col(ID).alias("i"))
-                 .where(F.col("i").isNotNull()).distinct().collect()]
-        for topic, sid in sorted(pairs, key=lambda p: p[1]):
-            if sid in self.decodings or sid in self.refused or sid in self.unknown:
+        ids = sorted(int(r[0]) for r in rows.select(F.col(ID).alias("i")).where(F.col("i").isNotNull())
+                     .distinct().collect())
+        self.learn(ids, lambda w: spark_accepts(spark, w))
+
+    def learn(self, ids: list[int], check: Callable[[avro_types.WriterSchema], None]) -> None:
+        """Fetch the ids not seen yet (``check``: the JVM's word on a writer schema). A 404 is believed
+        for :data:`UNKNOWN_RETRY_S`, then asked again: a follower registry can lag a registration."""
+        now = self.clock()
+        for sid in ids:
+            if sid in self.decodings or sid in self.refused or now - self.unknown.get(sid, -UNKNOWN_RETRY_S) \
+                    < UNKNOWN_RETRY_S:
                 continue
             try:
                 writer = self._writer(sid)
+                check(writer)
             except UnknownSchemaId:
-                log.warning("schema id %s is not in the registry: its records are dead letters", sid)
-                self.unknown.add(sid)
+                log.warning("schema id %s is not in the registry: its records are dead letters (asked again "
+                            "after %.0f s)", sid, UNKNOWN_RETRY_S)
+                self.unknown[sid] = now
                 continue
             except avro_types.UnsupportedSchema as e:
                 log.warning("schema id %s refused: %s", sid, e)
                 self.refused[sid] = str(e)
                 continue
-            self.decodings[sid] = Decoding(writer, self._reader(spark, topic, writer))
-        self.batch_ids = sorted({sid for _, sid in pairs})
+            self.unknown.pop(sid, None)
+            self.decodings[sid] = Decoding(writer)
+        self.batch_ids = ids
 
     def resolve_keys(self, rows: DataFrame) -> None:
         """Learn the batch's key schema ids (any Avro type: a record, or a primitive like ``string``)."""
@@ -136,6 +160,9 @@ class AvroFormat:
                 got = self.client.schema(kid)
             except UnknownSchemaId:
                 self.key_unknown[kid] = f"key schema id {kid} is not in the schema registry (HTTP 404)"
+                continue
+            except SchemaRefused as e:
+                self.key_unknown[kid] = f"key schema id {kid}: {e}"
                 continue
             text = str(got.get("schema", ""))
             if got.get("schemaType", "AVRO") != "AVRO" or got.get("references"):
@@ -178,37 +205,17 @@ class AvroFormat:
             F.lit("undecodable\tthe key does not decode with its writer schema id "), kid.cast("string")))
 
     def _writer(self, sid: int) -> avro_types.WriterSchema:
-        got = self.client.schema(sid)
+        try:
+            got = self.client.schema(sid)
+        except SchemaRefused as e:
+            raise avro_types.UnsupportedSchema(f"schema id {sid}: {e}") from None
         kind = got.get("schemaType", "AVRO")
         if kind != "AVRO":
             raise avro_types.UnsupportedSchema(f"schema id {sid} is {kind}, not Avro (source.format: avro)")
         if got.get("references"):
             raise avro_types.UnsupportedSchema(f"schema id {sid} uses schema references, which icetide does not "
                                                "resolve yet: register the schema with its types inlined")
-        return avro_types.parse(sid, str(got.get("schema", "")))
-
-    def _reader(self, spark: SparkSession, topic: str, writer: avro_types.WriterSchema) -> avro_types.WriterSchema:
-        """The latest version of the writer's subject when Avro resolution accepts the writer, else the writer."""
-        latest = self.client.latest(subject(self.registry.subject_name_strategy, topic, writer.full_name))
-        if latest is None or int(latest.get("id", -1)) == writer.id:
-            return writer
-        try:
-            reader = avro_types.parse(int(latest["id"]), str(latest.get("schema", "")))
-        except avro_types.UnsupportedSchema:
-            return writer
-        if reader.full_name != writer.full_name or not self._resolves(spark, reader, writer):
-            return writer
-        return reader
-
-    def _resolves(self, spark: SparkSession, reader: avro_types.WriterSchema, writer: avro_types.WriterSchema) -> bool:
-        key = (reader.id, writer.id)
-        if key not in self._compatible:
-            jvm: Any = spark._jvm
-            parse = jvm.org.apache.avro.Schema.Parser
-            result = jvm.org.apache.avro.SchemaCompatibility.checkReaderWriterCompatibility(
-                parse().parse(reader.text), parse().parse(writer.text))
-            self._compatible[key] = str(result.getType().toString()) == "COMPATIBLE"
-        return self._compatible[key]
+        return avro_types.parse(sid, str(got.get("schema", "")), self.registry.semantic_types == "convert")
 
     # -- columns ----------------------------------------------------------------------------------
     def verdict(self) -> Column:
@@ -222,11 +229,14 @@ class AvroFormat:
                .when(first != F.lit("00"), F.concat(F.lit("bad_magic_byte\tthe first byte is 0x"), first,
                                                     F.lit(", not 0x00: not the Confluent Avro wire format "
                                                           "(source.format: avro)"))))
-        for sid_ in sorted(self.unknown):
-            out = out.when(sid == F.lit(sid_), F.lit(f"unknown_schema_id\tschema id {sid_} is not in the schema "
-                                                      "registry (HTTP 404)"))
-        for sid_, why in sorted(self.refused.items()):
-            out = out.when(sid == F.lit(sid_), F.lit(f"unsupported_schema\t{why}"[:1000]))
+        # the batch's ids only: ids that only look like the wire format never grow the plan batch after batch
+        unknown = [i for i in self.batch_ids if i in self.unknown]
+        if unknown:
+            out = out.when(sid.isin(unknown), F.concat(F.lit("unknown_schema_id\tschema id "), sid.cast("string"),
+                                                       F.lit(" is not in the schema registry (HTTP 404)")))
+        for sid_ in self.batch_ids:
+            if sid_ in self.refused:
+                out = out.when(sid == F.lit(sid_), F.lit(f"unsupported_schema\t{self.refused[sid_]}"[:1000]))
         return out
 
     def route_value(self, route: RouteSettings) -> Column | None:
@@ -236,14 +246,15 @@ class AvroFormat:
             out = F.lit(None).cast("string")
             for i in self.batch_ids:
                 if i in self.decodings:
-                    out = F.when(sid == F.lit(i), F.lit(self.decodings[i].writer.name)).otherwise(out)
+                    name = record_route_value(self.decodings[i].writer.full_name)
+                    out = F.when(sid == F.lit(i), F.lit(name)).otherwise(out)
             return out
         if route.by == "field":
             assert route.name is not None
             out = F.lit(None).cast("string")
             for i in self.batch_ids:
                 d = self.decodings.get(i)
-                if d is None or not _has_path(d.struct, route.name.split(".")):
+                if d is None or not has_path(d.struct, route.name.split(".")):
                     continue
                 value = d.column()
                 for part in route.name.split("."):
@@ -279,10 +290,11 @@ class AvroFormat:
                 conflicts[i] = "; ".join(fit.conflicts)[:600]
                 continue
             decoded = d.column()
-            cols = [*project(_row(decoded, d.struct, cdc), row, schema).values(), decoded[OK].alias(OK)]
+            cols = [*avro_rows.project(avro_rows.row(decoded, d.struct, cdc), row, schema).values(),
+                    decoded[OK].alias(OK)]
             if cdc is not None:
-                cols += [_pick(decoded, d.struct, _op_path(cdc)).cast("string").alias(CDC_OP),
-                         _pick(decoded, d.struct, cdc.ordering).try_cast(cdc_rules.ordering_type(cdc))
+                cols += [avro_rows.pick(decoded, d.struct, avro_rows.op_path(cdc)).cast("string").alias(CDC_OP),
+                         avro_rows.pick(decoded, d.struct, cdc.ordering).try_cast(cdc_rules.ordering_type(cdc))
                          .alias(CDC_ORDERING)]
             parsed = F.when(sid == F.lit(i), F.when(decoded.isNotNull(), F.struct(*cols))).otherwise(parsed)
         p = F.col(parsed_name)
@@ -308,75 +320,28 @@ class AvroFormat:
         error_class = error_class.when(p[OK].isNull(), F.lit("undecodable"))
         message = message.when(p[OK].isNull(), F.concat(
             F.lit("the Avro payload does not decode with writer schema id "), sid.cast("string"),
-            F.lit(" (truncated, or not written with that schema)")))
+            F.lit(" (truncated, not written with that schema, or a value its column cannot hold: a decimal wider "
+                  "than 38 digits, a ZonedTimestamp that is not ISO-8601)")))
         return F.when(F.length(v) <= max_value_bytes, parsed), error_class, message
 
 
-def row_type(decoded: StructType, cdc: CdcSettings | None) -> StructType | None:
-    """The table row inside a decoded record: the record itself, or a Debezium envelope's ``after``
-    (``before`` when a schema lacks it); None when a Debezium schema has neither."""
-    if cdc is None or cdc.format != "debezium":
-        return decoded
-    for name in ("after", "before"):
-        f = next((f for f in decoded.fields if f.name == name), None)
-        if f is not None and isinstance(f.dataType, StructType):
-            return f.dataType
-    return None
+def record_route_value(full_name: str) -> str:
+    """The routing value of a record under ``target.route.by: record_name``: its full name with
+    ``.`` as ``_`` (``io.debezium.Envelope`` → ``io_debezium_Envelope``; the table template
+    lower-cases it), so records of the same short name in different namespaces never share a table."""
+    return full_name.replace(".", "_")
 
 
-def _op_path(cdc: CdcSettings) -> str:
-    return "op" if cdc.format == "debezium" else cdc.operation_field
-
-
-def _row(decoded: Column, t: StructType, cdc: CdcSettings | None) -> Column:
-    if cdc is None or cdc.format != "debezium":
-        return decoded
-    op = decoded["op"] if _has_path(t, ["op"]) else F.lit(None).cast("string")
-    after = decoded["after"] if _has_path(t, ["after"]) else F.lit(None)
-    before = decoded["before"] if _has_path(t, ["before"]) else after
-    return F.when(op.isin(cdc.delete_values), before).otherwise(after)
-
-
-def _pick(decoded: Column, t: StructType, path: str) -> Column:
-    if not _has_path(t, path.split(".")):
-        return F.lit(None).cast("string")
-    out = decoded
-    for part in path.split("."):
-        out = out[part]
-    return out
-
-
-def _has_path(t: DataType, parts: list[str]) -> bool:
-    for part in parts:
-        if not isinstance(t, StructType):
-            return False
-        match = [f for f in t.fields if f.name.lower() == part.lower()]
-        if not match:
-            return False
-        t = match[0].dataType
-    return True
-
-
-def project(col: Column, have: StructType, want: StructType) -> dict[str, Column]:
-    """``col`` (a struct of type ``have``) as the columns of ``want``, by name ignoring case: fields
-    ``have`` lacks are null, types cast to the table's (only widenings reach here, see
-    :func:`.avro_types.fit`)."""
-    by_name = {f.name.lower(): f for f in have.fields}
-    out: dict[str, Column] = {}
-    for f in want.fields:
-        mine = by_name.get(f.name.lower())
-        out[f.name] = (_convert(col[mine.name], mine.dataType, f.dataType) if mine is not None
-                       else F.lit(None).cast(f.dataType)).alias(f.name)
-    return out
-
-
-def _convert(col: Column, have: DataType, want: DataType) -> Column:
-    if have == want:
-        return col
-    if isinstance(want, StructType) and isinstance(have, StructType):
-        return F.when(col.isNotNull(), F.struct(*project(col, have, want).values()))
-    if isinstance(want, ArrayType) and isinstance(have, ArrayType):
-        return F.transform(col, lambda e: _convert(e, have.elementType, want.elementType))
-    if isinstance(want, MapType) and isinstance(have, MapType):
-        return F.transform_values(col, lambda _, v: _convert(v, have.valueType, want.valueType))
-    return col.cast(want)
+def spark_accepts(spark: SparkSession, writer: avro_types.WriterSchema) -> None:
+    """Parse the decode schema as Avro does when a task deserializes ``from_avro``'s schema (the
+    strict parser: Spark's lenient one runs on the driver only) and convert it to Spark's type, on
+    the driver: :class:`~.avro_types.UnsupportedSchema` with the JVM's reason when either fails,
+    instead of a batch job failing on every record of the id."""
+    jvm: Any = spark._jvm
+    try:
+        parsed = jvm.org.apache.avro.Schema.Parser().parse(with_sentinel(writer.schema))
+        jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(parsed)
+    except Exception as e:  # Py4JJavaError: the JVM refused the schema
+        java = getattr(e, "java_exception", None)
+        why = str(java.getMessage()) if java is not None else str(e)
+        raise avro_types.UnsupportedSchema(f"schema id {writer.id}: Avro or Spark refuses it: {why[:300]}") from None

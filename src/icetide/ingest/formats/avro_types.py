@@ -11,7 +11,7 @@ record                                  struct (nested)
 array / map                             list / map<string, …>
 enum, string, string+uuid               string
 bytes, fixed                            binary
-bytes/fixed + decimal(P,S)              decimal(P,S) (P ≤ 38)
+bytes/fixed + decimal(P,S)              decimal(P,S); decimal(38,S) when P > 38 (see .avro_semantic)
 int / long / float / double / boolean   int / long / float / double / boolean
 int + date                              date
 int + time-millis / long + time-micros  int (ms after midnight) / long (µs after midnight); the
@@ -28,7 +28,8 @@ null                                    (no column)
 Every column is optional (other schema versions may lack it); a field's ``doc`` becomes the column
 comment. Refused with a reason (the records of such a schema are dead letters): recursive records,
 names equal ignoring case at one level (Spark and Iceberg resolve names ignoring case), top-level
-names icetide reserves, decimals wider than 38 digits, a top level that is not a record.
+names icetide reserves, a decimal scale over 38, a top level that is not a record. Kafka Connect and
+Debezium types (``connect.name``) are mapped by :mod:`.avro_semantic` (``parse(..., semantic=True)``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+import icetide.ingest.formats.avro_semantic as avro_semantic
+
 #: Top-level names a record never sets (icetide's own columns), any case.
 RESERVED_PREFIXES = ("_kafka_", "_icetide_", "_cdc_")
 PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
@@ -70,12 +73,18 @@ class UnsupportedSchema(ValueError):
 
 @dataclass
 class WriterSchema:
-    """One registry schema: its id, parsed JSON, record full name and column types."""
+    """One registry schema: its id, the schema ``from_avro`` decodes with (:func:`.avro_semantic.decode_schema`),
+    the record's full name, the decoded type and the column types.
+
+    Invariant: ``decoded`` is what ``from_avro`` gives for ``schema``; ``struct`` is ``decoded`` with
+    each path of ``conversions`` converted (see :mod:`.avro_rows`), the type a table holds."""
 
     id: int
-    schema: Any  # parsed JSON
+    schema: Any  # parsed JSON: the decode schema
     full_name: str
-    struct: StructType  # the decoded record's type (what from_avro produces)
+    struct: StructType  # the record's column types
+    decoded: StructType | None = None  # what from_avro produces (None: the same as struct)
+    conversions: dict[tuple[str, ...], str] = field(default_factory=dict)  # path → conversion after decoding
 
     @property
     def name(self) -> str:
@@ -86,9 +95,25 @@ class WriterSchema:
     def text(self) -> str:
         return json.dumps(self.schema, separators=(",", ":"))
 
+    @property
+    def decoded_struct(self) -> StructType:
+        return self.decoded if self.decoded is not None else self.struct
 
-def parse(schema_id: int, text: str) -> WriterSchema:
-    """A registry schema's text as a :class:`WriterSchema`; :class:`UnsupportedSchema` if no table can hold it."""
+
+def parse(schema_id: int, text: str, semantic: bool = True) -> WriterSchema:
+    """A registry schema's text as a :class:`WriterSchema`; :class:`UnsupportedSchema` if no table can
+    hold it (never another exception: a schema is data from outside). Defaults are not validated
+    (as Spark's ``from_avro`` parses); ``semantic``: Connect/Debezium types as what they mean."""
+    try:
+        return _parse(schema_id, text, semantic)
+    except UnsupportedSchema:
+        raise
+    except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as e:
+        raise UnsupportedSchema(f"schema id {schema_id} is not a valid Avro schema ({type(e).__name__}: "
+                                f"{str(e)[:200]})") from None
+
+
+def _parse(schema_id: int, text: str, semantic: bool) -> WriterSchema:
     try:
         schema = json.loads(text)
     except ValueError as e:
@@ -97,18 +122,22 @@ def parse(schema_id: int, text: str) -> WriterSchema:
         raise UnsupportedSchema(f"schema id {schema_id} names a type it does not define")
     if not isinstance(schema, dict) or schema.get("type") != "record":
         raise UnsupportedSchema(f"schema id {schema_id} is not an Avro record (a table needs named fields)")
+    schema = avro_semantic.decode_schema(schema, semantic)
+    converter = _Converter(semantic=semantic)
     try:
-        struct = to_spark(schema)
+        decoded = to_spark(schema)
+        struct = converter.convert(schema, "", (), ())
     except UnsupportedSchema as e:
         raise UnsupportedSchema(f"schema id {schema_id}: {e}") from None
-    assert isinstance(struct, StructType)
+    assert isinstance(struct, StructType) and isinstance(decoded, StructType)
     seen: set[str] = set()
     for f in struct.fields:
         if f.name.lower().startswith(RESERVED_PREFIXES):
             raise UnsupportedSchema(f"schema id {schema_id}: field {f.name!r} starts with a prefix icetide reserves "
                                     f"for its own columns ({', '.join(RESERVED_PREFIXES)})")
         seen.add(f.name.lower())
-    return WriterSchema(schema_id, schema, full_name(schema, ""), struct)
+    return WriterSchema(schema_id, schema, full_name(schema, ""), struct, decoded if converter.conversions else None,
+                        dict(converter.conversions))
 
 
 def full_name(schema: dict[str, Any], namespace: str) -> str:
@@ -121,14 +150,21 @@ def full_name(schema: dict[str, Any], namespace: str) -> str:
 
 def to_spark(schema: Any) -> DataType:
     """The Spark type ``from_avro`` decodes ``schema`` to (see the module docstring)."""
-    return _Converter().convert(schema, "", ())
+    return _Converter().convert(schema, "", (), None)
+
+
+#: A path of record fields from the top-level record; None inside arrays, maps and unions of
+#: several types (no conversion there: the raw type stays)
+Path = tuple[str, ...] | None
 
 
 @dataclass
 class _Converter:
     named: dict[str, Any] = field(default_factory=dict)  # full name → schema (for references)
+    semantic: bool = False  # Connect/Debezium types converted (see .avro_semantic.CONVERTED)
+    conversions: dict[tuple[str, ...], str] = field(default_factory=dict)
 
-    def convert(self, s: Any, ns: str, stack: tuple[str, ...]) -> DataType:
+    def convert(self, s: Any, ns: str, stack: tuple[str, ...], path: Path = None) -> DataType:
         if isinstance(s, str):
             if s in PRIMITIVES:
                 return self._primitive(s, {})
@@ -141,15 +177,21 @@ class _Converter:
             if name in stack:
                 raise UnsupportedSchema(f"record {name!r} contains itself (a recursive schema): a table cannot "
                                         "hold unbounded nesting; flatten the recursive part or send it as a string")
-            return self.convert(target, ns, stack)
+            return self.convert(target, ns, stack, path)
         if isinstance(s, list):
-            return self._union(s, ns, stack)
+            return self._union(s, ns, stack, path)
         if not isinstance(s, dict):
             raise UnsupportedSchema(f"not an Avro schema: {str(s)[:80]}")
         t = s.get("type")
         logical = s.get("logicalType")
         if isinstance(t, (dict, list)):
-            return self.convert(t, ns, stack)
+            return self.convert(t, ns, stack, path)
+        kind = avro_semantic.conversion(s) if self.semantic and path is not None else None
+        if kind is not None and path:
+            self.conversions[path] = kind
+            if t == "record":
+                self.named[full_name(s, ns)] = s
+            return TimestampNTZType() if kind == "nanos_ntz" else TimestampType() if kind == "zoned" else StringType()
         if t in PRIMITIVES:
             return self._primitive(t, s)
         if t == "record" or t == "error":
@@ -168,8 +210,10 @@ class _Converter:
                     raise UnsupportedSchema(f"record {name!r} has two fields named {fname!r} ignoring case; "
                                             "Spark and Iceberg resolve names ignoring case")
                 names.add(fname.lower())
-                ft = self.convert(f.get("type"), inner_ns, (*stack, name))
-                notes = [n for n in (f.get("doc"), _TIME_NOTE.get(_logical_of(f.get("type")) or "")) if n]
+                ft = self.convert(f.get("type"), inner_ns, (*stack, name), None if path is None else (*path, fname))
+                semantic = avro_semantic.NOTES.get(avro_semantic.connect_name(f.get("type")) or "")
+                notes = [n for n in (f.get("doc"), _TIME_NOTE.get(_logical_of(f.get("type")) or ""),
+                                     semantic if self.semantic else None) if n]
                 meta = {"comment": " · ".join(str(n) for n in notes)[:1000]} if notes else {}
                 fields.append(StructField(fname, ft, True, meta))
             return StructType(fields)
@@ -182,13 +226,13 @@ class _Converter:
                 return _decimal(s)
             return BinaryType()
         if t == "array":
-            e = self.convert(s.get("items"), ns, stack)
+            e = self.convert(s.get("items"), ns, stack, None)
             return ArrayType(e, True)
         if t == "map":
-            v = self.convert(s.get("values"), ns, stack)
+            v = self.convert(s.get("values"), ns, stack, None)
             return MapType(StringType(), v, True)
         if isinstance(t, str):
-            return self.convert(t, ns, stack)
+            return self.convert(t, ns, stack, path)
         raise UnsupportedSchema(f"unknown Avro type {str(t)[:80]!r}")
 
     def _primitive(self, t: str, s: dict[str, Any]) -> DataType:
@@ -206,13 +250,13 @@ class _Converter:
         return {"null": NullType(), "boolean": BooleanType(), "float": FloatType(), "double": DoubleType(),
                 "string": StringType()}[t]
 
-    def _union(self, members: list[Any], ns: str, stack: tuple[str, ...]) -> DataType:
+    def _union(self, members: list[Any], ns: str, stack: tuple[str, ...], path: Path) -> DataType:
         rest = [m for m in members if m != "null" and not (isinstance(m, dict) and m.get("type") == "null")]
         if not rest:
             return NullType()
         if len(rest) == 1:
-            return self.convert(rest[0], ns, stack)
-        types = [self.convert(m, ns, stack) for m in rest]
+            return self.convert(rest[0], ns, stack, path)
+        types = [self.convert(m, ns, stack, None) for m in rest]
         if all(isinstance(x, (IntegerType, LongType)) for x in types) and len(types) == 2 \
                 and {m if isinstance(m, str) else m.get("type") for m in rest} == {"int", "long"}:
             return LongType()
@@ -280,10 +324,8 @@ def _fit(have: DataType, seen: DataType, path: tuple[str, ...], out: Fit) -> Non
         _fit(have.keyType, seen.keyType, (*path, "key"), out)
         _fit(have.valueType, seen.valueType, (*path, "value"), out)
         return
-    if isinstance(have, LongType) and isinstance(seen, IntegerType):
-        return  # the table is already wider
-    if isinstance(have, DoubleType) and isinstance(seen, FloatType):
-        return
+    if any(isinstance(have, h) and isinstance(seen, s) for h, s in _HOLDS):
+        return  # the table already holds it: Avro's own promotions, read as an older version's records
     if isinstance(have, IntegerType) and isinstance(seen, LongType):
         out.widen.append((path, have, LongType()))
         return
@@ -296,6 +338,13 @@ def _fit(have: DataType, seen: DataType, path: tuple[str, ...], out: Fit) -> Non
         return
     out.conflicts.append(f"{name} is {have.simpleString()} in the table but {seen.simpleString()} in the writer "
                          "schema, which is not a widening Iceberg allows")
+
+
+#: (table type, writer type) pairs a table takes as they are: Avro's promotions (int → long, float,
+#: double; long → float, double; float → double; string ↔ bytes), cast per record
+_HOLDS: tuple[tuple[type[DataType], type[DataType]], ...] = (
+    (LongType, IntegerType), (FloatType, IntegerType), (FloatType, LongType), (DoubleType, IntegerType),
+    (DoubleType, LongType), (DoubleType, FloatType), (StringType, BinaryType), (BinaryType, StringType))
 
 
 def merged(types: list[StructType]) -> StructType:
@@ -322,4 +371,6 @@ def _merge(a: DataType, b: DataType) -> DataType:
     f = fit(a, b)
     if f.ok and f.widen and not f.widen[0][0]:
         return f.widen[0][2]
+    if not f.ok and fit(b, a).ok:
+        return b  # b holds a's values (int and double: double), whichever version came first
     return a

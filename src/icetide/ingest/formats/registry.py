@@ -2,7 +2,9 @@
 never changes), a subject's latest version, compatibility levels. Standard library HTTP only.
 
 Faults are sorted for the runner: an id the registry does not know (404) is the record's problem
-(:class:`UnknownSchemaId`, a dead letter); refused credentials are configuration
+(:class:`UnknownSchemaId`, a dead letter), and so is an id it answers with another definite refusal
+(400, 410, 422: :class:`SchemaRefused`; Apicurio answers 400 for a schema its own parser cannot
+read); refused credentials are configuration
 (:class:`~icetide.errors.ConfigError`); anything else (down, slow, 5xx) is waited out with
 exponential backoff up to ``max_wait_s``, then :class:`RegistryUnavailable` (transient: the batch
 fails, nothing is dead-lettered, the run restarts it).
@@ -30,6 +32,14 @@ log = logging.getLogger(__name__)
 
 class UnknownSchemaId(LookupError):
     """The registry answered 404 for a schema id."""
+
+
+class SchemaRefused(LookupError):
+    """The registry answered a schema id with a definite refusal other than 404 (the message says what)."""
+
+
+#: Answers about the request itself, not the registry's health: never waited out
+REFUSALS = (400, 410, 422)
 
 
 class RegistryUnavailable(TransientError):
@@ -81,6 +91,8 @@ class RegistryClient:
             except urllib.error.HTTPError as e:
                 if e.code == 404:
                     raise KeyError(path) from None
+                if e.code in REFUSALS:
+                    raise SchemaRefused(f"the registry answers HTTP {e.code} ({_message(e)})") from None
                 if e.code in (401, 403):
                     raise ConfigError(f"source.schema_registry: the registry at {safe_url(self.cfg.url)} refused "
                                       f"the credentials (HTTP {e.code}); check basic_auth_user_info or "
@@ -139,6 +151,16 @@ class RegistryClient:
             if level:
                 return str(level)
         return None
+
+
+def _message(e: urllib.error.HTTPError) -> str:
+    """The registry's own message in an error answer (Confluent's ``message``), else its reason."""
+    try:
+        body = json.loads(e.read()[:4000] or b"{}")
+    except (OSError, ValueError):
+        body = {}
+    msg = body.get("message") if isinstance(body, dict) else None
+    return str(msg or e.reason)[:300]
 
 
 def subject(strategy: str, topic: str, record_full_name: str, key: bool = False) -> str:
