@@ -12,6 +12,10 @@ from icetide.config.registry import SchemaRegistry
 from icetide.errors import IdentifierError
 from icetide.identifiers import validate_pipeline, validate_topic
 
+#: The value formats a source can read: one per module of :mod:`icetide.ingest.formats` (a unit test
+#: holds the two lists equal)
+ValueFormatName = Literal["json", "avro"]
+
 
 class KafkaSource(Strict):
     """Where records come from."""
@@ -21,12 +25,12 @@ class KafkaSource(Strict):
     topic_pattern: str | None = Field(
         default=None, description="Java regex of topics to read; new matching topics are picked up"
     )
-    format: Literal["json", "avro"] = Field(
+    format: ValueFormatName = Field(
         default="json",
         description="How record values are encoded: json, or avro (the Confluent wire format: byte 0, a 4-byte "
         "schema id, Avro binary; needs schema_registry)",
     )
-    topic_formats: dict[str, Literal["json", "avro"]] = Field(
+    topic_formats: dict[str, ValueFormatName] = Field(
         default_factory=dict,
         description="Per-topic format where a pipeline reads several: topic name or Java regex → json|avro "
         "(the first match wins; unmatched topics use format)",

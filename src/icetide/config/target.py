@@ -115,7 +115,7 @@ class TablePolicy(Strict):
                 columns = parse_schema(v)
             except DdlError as e:
                 raise ValueError(f"not a Spark DDL schema: {e}") from None
-            for c in columns:  # icetide's own columns: a record can never set them (checks.RESERVED_PREFIXES)
+            for c in columns:  # icetide's own columns: a record can never set them (ingest.names.RESERVED_PREFIXES)
                 if c.name.lower().startswith(("_icetide_", "_cdc_")):
                     raise ValueError(f"column {c.name!r}: names starting with _icetide_ or _cdc_ (any case) are "
                                      "icetide's own; rename the column")

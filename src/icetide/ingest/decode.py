@@ -1,22 +1,15 @@
-"""Kafka rows → table rows, or dead letters with a reason.
-
-JSON values are parsed on the JVM with ``from_json`` in PERMISSIVE mode against the table schema.
-A record is a dead letter when its value is null or empty, larger than ``max_value_bytes``, not
-JSON, not a JSON object, or has a field whose type does not match the schema.
-"""
+"""Kafka rows → table rows, or dead letters with a reason: the columns every format's parse fills
+(:mod:`icetide.ingest.formats`), the good rows, and the dead-letter rows and table."""
 
 from __future__ import annotations
 
-import functools
-import json
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import StructType
 
 from icetide.config.target import TargetTable
-from icetide.ingest import names
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -59,95 +52,22 @@ ERROR_CLASSES = ("null_value", "empty_value", "oversized_value", "malformed_json
                  "incompatible_schema")
 
 
-def parse(df: DataFrame, schema: StructType, max_value_bytes: int,
-          extra: list[tuple[Column, Column]] | None = None,
-          columns: tuple[Column, Column, Column] | None = None) -> DataFrame:
+def parse(df: DataFrame, columns: tuple[Column, Column, Column],
+          extra: list[tuple[Column, Column]] | None = None) -> DataFrame:
     """Add the parsed struct and, for bad records, an error class and message.
 
-    ``extra``: more (error class, message) checks, in order, for records that parse (a field schema
-    evolution refused, a CDC change without a key, ...); they may refer to the parsed struct.
-    ``columns``: the (parsed, error class, message) of the record format (see
-    :mod:`icetide.ingest.formats`); JSON's by default.
+    ``columns``: the (parsed, error class, message) of the record format
+    (:meth:`icetide.ingest.formats.Formats.parse_columns`). ``extra``: more (error class, message)
+    checks, in order, for records that parse (a field schema evolution refused, a CDC change without
+    a key, ...); they may refer to the parsed struct.
     """
-    app = df.sparkSession.sparkContext.applicationId  # columns are JVM objects of one application
-    parsed, error_class, message = columns or parse_columns(app, schema.json(), max_value_bytes)
+    parsed, error_class, message = columns
     for extra_class, extra_message in extra or []:
         message = F.when(error_class.isNull() & extra_class.isNotNull(), extra_message).otherwise(message)
         error_class = F.coalesce(error_class, extra_class)
     # The message repeats the checks (and re-reads the JSON): only records with an error pay for it.
     return (df.withColumn(PARSED, parsed).withColumn(ERROR_CLASS, error_class)
             .withColumn(ERROR_MESSAGE, F.when(F.col(ERROR_CLASS).isNotNull(), message)))
-
-
-@functools.lru_cache(maxsize=512)
-def parse_columns(app: str, schema_json: str, max_value_bytes: int, parsed_name: str = PARSED
-                   ) -> tuple[Column, Column, Column]:
-    """(parsed struct, error class, error message) for one schema, built once: a fan-out writes many
-    tables per batch, and building these expressions costs hundreds of JVM calls. The error columns
-    read the parsed struct from column ``parsed_name``."""
-    schema = StructType.fromJson(json.loads(schema_json))
-    text = F.col("value").cast("string")
-    if not names.renamed(schema):
-        with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType())])
-        parsed = F.from_json(text, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
-    else:  # field_names: sanitize: read by the producer's names, then cast to the table's (by position)
-        given = names.record_type(schema)
-        assert isinstance(given, StructType)
-        read = F.from_json(text, StructType([*given.fields, StructField(CORRUPT, StringType())]),
-                           {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
-        parsed = F.when(read.isNotNull(), F.struct(
-            *[read.getField(g.name).cast(f.dataType).alias(f.name) for g, f in zip(given.fields, schema.fields,
-                                                                                   strict=True)],
-            read.getField(CORRUPT).alias(CORRUPT)))
-    p = F.col(parsed_name)
-    error_class = (
-        F.when(F.col("value").isNull(), F.lit("null_value"))
-        .when(F.length("value") == 0, F.lit("empty_value"))
-        .when(F.length("value") > max_value_bytes, F.lit("oversized_value"))
-        .when(p.isNull(), F.lit("malformed_json"))
-        .when(p[CORRUPT].isNotNull(), _corrupt_class(text))
-    )
-    return (F.when(F.length("value") <= max_value_bytes, parsed), error_class,
-            _error_message(text, schema, max_value_bytes, p))
-
-
-def _corrupt_class(text: Column) -> Column:
-    trimmed = F.ltrim(text)
-    return (
-        F.when(F.get_json_object(text, "$").isNull(), F.lit("malformed_json"))
-        .when(~trimmed.startswith("{"), F.lit("not_a_json_object"))
-        .otherwise(F.lit("type_mismatch"))
-    )
-
-
-def _error_message(text: Column, schema: StructType, max_value_bytes: int, p: Column) -> Column:
-    given = names.field_texts(text, [(names.original(f),) for f in schema.fields])
-    mismatched = F.concat_ws(
-        ", ",
-        *[
-            F.when(
-                given[(names.original(f),)].isNotNull() & p[f.name].isNull(),
-                F.lit(f"{f.name[:64]} (expected {f.dataType.simpleString()})"),
-            )
-            for f in schema.fields
-        ],
-    )
-    return (
-        F.when(F.col("value").isNull(), F.lit("the record has no value (a tombstone)"))
-        .when(F.length("value") == 0, F.lit("the record value is empty"))
-        .when(
-            F.length("value") > max_value_bytes,
-            F.concat(F.lit("value of "), F.length("value").cast("string"),
-                     F.lit(f" bytes exceeds source.max_value_bytes={max_value_bytes}")),
-        )
-        .when(p.isNull() | F.get_json_object(text, "$").isNull(), F.lit("value is not valid JSON"))
-        .when(~F.ltrim(text).startswith("{"), F.lit("value is JSON but not an object"))
-        .when(
-            p[CORRUPT].isNotNull(),
-            F.concat(F.lit("fields do not match the table schema: "),
-                     F.when(mismatched == "", F.lit("(nested value)")).otherwise(mismatched)),
-        )
-    )
 
 
 def is_good() -> Column:

@@ -48,7 +48,7 @@ from pyspark.sql.types import (
 )
 
 from icetide.ingest import names
-from icetide.ingest.checks import RESERVED_PREFIXES
+from icetide.ingest.names import RESERVED_PREFIXES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
 
 MAX_LENGTH = 255
+#: Top-level field names starting with these (any case) are icetide's: a record never sets them.
+RESERVED_PREFIXES = ("_kafka_", "_icetide_", "_cdc_")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: A column whose name ``target.field_names: sanitize`` changed keeps the producer's name in its comment
 #: (Iceberg's column doc) after this prefix: what the records are read by.

@@ -34,7 +34,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from icetide.ingest import checks, decode, evolution, inference, multi_write, names, routing, shapes
+from icetide.ingest import decode, evolution, inference, multi_write, names, routing, shapes
+from icetide.ingest.formats.json import json_columns
 from icetide.ingest.ledger import Pending
 from icetide.ingest.strategies import BatchContext, Strategy
 from icetide.lake.tables import ensure_namespace
@@ -165,7 +166,7 @@ def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: boo
         name = f"_icetide_p{g}"
         schema = StructType.fromJson(json.loads(schema_json))
         full = StructType.fromJson(json.loads(full_json))
-        parsed, error_class, _ = decode.parse_columns(app, schema_json, max_value_bytes, name)
+        parsed, error_class, _ = json_columns(app, schema_json, max_value_bytes, name)
         parses.append(F.when(mine, parsed).alias(name))
         ok = error_class.isNull()
         good = F.when(mine, ok) if good is None else good.when(mine, ok)
@@ -244,7 +245,7 @@ class OnePass(Strategy):
             framed, group_of, types, layout = decoded
             decoding = multi_write.Decoding(
                 group_of, types, layout, self.spark.conf.get("spark.sql.session.timeZone") or "UTC",
-                src.max_depth, src.max_fields, checks.RESERVED_PREFIXES, src.max_value_bytes, shapes.MAX_SHAPES,
+                src.max_depth, src.max_fields, names.RESERVED_PREFIXES, src.max_value_bytes, shapes.MAX_SHAPES,
                 sample)
             if by_field:
                 assert t.route is not None and t.route.name is not None

@@ -189,7 +189,7 @@ class Preparer:
                      or not self.shapes.covers(x, self.schema(x), self.batch_shapes.get(x))]
         self.inferred = sorted(infer_for)
         texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
-        json_for = infer_for if self.formats.json else []
+        json_for = infer_for if self.formats.infers else []
         # CDC tables too: a change's shape fixes the shape of the row inferred from it (plain: the
         # value itself; Debezium: its `after`, or `before` for a delete, both inside the envelope's shape).
         sample = (shapes.inference_sample(rows, routing.TABLE, []) if shapes.SHAPE in rows.columns
@@ -222,7 +222,7 @@ class Preparer:
         if not t.evolve_schema or seen is None:
             return plan
         evo = evolution.diff(plan.schema, seen, t.max_columns)
-        if table in self.declared and not self.formats.json:  # declared types: no values to look at
+        if table in self.declared and not self.formats.infers:  # declared types: no values to look at
             _declared_widenings(evo, plan.schema, seen)
         else:
             evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo, self._row_text(table))
@@ -261,7 +261,7 @@ class Preparer:
                 return (f"no JSON object among the records for {table} to create it from; give {key}.schema "
                         "or fix the records, then replay the dead letters")
             evo = evolution.diff(StructType([]), inferred, self.cfg.target.max_columns)
-            if rows is not None and not (table in self.declared and not self.formats.json):
+            if rows is not None and not (table in self.declared and not self.formats.infers):
                 evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo, self._row_text(table))
             schema = StructType([StructField(p.parts[0], dt, True, {"comment": evo.comments[p]}
                                              if p in evo.comments else None) for p, dt in evo.added])

@@ -8,8 +8,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from icetide.ingest import names
-from icetide.ingest.checks import RESERVED_PREFIXES
 from icetide.ingest.evolution import Evolution
+from icetide.ingest.names import RESERVED_PREFIXES
 
 
 def rejected_condition(evo: Evolution) -> Column | None:

@@ -22,7 +22,7 @@ from icetide.config.base import PLACEHOLDER_RE
 from icetide.config.target import RouteSettings, TargetTable
 from icetide.errors import IdentifierError
 from icetide.identifiers import SQL_RESERVED, validate_table
-from icetide.ingest import checks
+from icetide.ingest.formats.base import verdict_class, verdict_message
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -145,11 +145,11 @@ VALUE_PIECE, TOPIC_PIECE = "{value}", "{topic}"  # a template has no other brace
 def with_route(rows: DataFrame, target: TargetTable, reserved: set[str], max_value_bytes: int,
                verdict: Column | None = None, value: Column | None = None) -> DataFrame:
     """Add the target table per record, or an error class and message (routing, or the record
-    checks' ``verdict``, see :mod:`icetide.ingest.checks`: such a record has no table).
+    a format's ``verdict``, see :mod:`icetide.ingest.formats.base`: such a record has no table).
     ``value``: the routing value as the record format reads it (Avro), instead of :func:`raw_value`."""
     if verdict is not None:
         rows = rows.withColumn(CHECK, verdict)
-        failed_class, failed_message = checks.error_class(F.col(CHECK)), checks.error_message(F.col(CHECK))
+        failed_class, failed_message = verdict_class(F.col(CHECK)), verdict_message(F.col(CHECK))
     else:
         failed_class = failed_message = F.lit(None).cast("string")
     if target.route is None:

@@ -40,11 +40,10 @@ SPREAD = 64
 
 def column(spark: SparkSession, value: Column) -> Column | None:
     """The shape of ``value`` (binary JSON) alone, or None when icetide's JVM classes are not loaded.
-    A batch takes it with the record checks, in one read of each record (:data:`checks.SCAN`)."""
-    from icetide.ingest import checks
+    A batch takes it with JSON's record checks, in one read of each record (:mod:`icetide.ingest.formats.json`)."""
+    from icetide.ingest.formats.json import shape_column
 
-    scanned = checks.scan(spark, value, MAX_DEPTH, 1 << 30)
-    return None if scanned is None else scanned["shape"]
+    return shape_column(spark, value, MAX_DEPTH)
 
 
 def inference_sample(rows: DataFrame, table_col: str, whole: list[str]) -> DataFrame:

@@ -39,7 +39,7 @@ from icetide import faults
 from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
 from icetide.errors import BATCH_MARKER, BatchFailedError, DataLossError, FencedError, IcetideError, is_fenced
-from icetide.ingest import checks, decode, evolution, multi_write, one_pass, recreated, routing, shapes, source
+from icetide.ingest import decode, evolution, multi_write, one_pass, recreated, routing, shapes, source
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
 from icetide.ingest.ledger import Ledger, scan_ranges
 from icetide.ingest.one_pass import OnePass
@@ -203,13 +203,12 @@ class BatchWriter:
         rows = formats.with_scan(self.spark, formats.with_keys(rows))  # JSON: checks and shape, one read
         rows = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes,
                                   formats.verdict(self.spark, rows.columns),
-                                  formats.route_value(route) if route else None)
+                                  formats.route_value(route, routing.raw_value(route)) if route else None)
         rows = formats.keys_as_text(rows)
         shape = self.preparer.shape_column(rows.columns)
         if shape is not None:  # taken with the checks, kept in the cache (8 bytes a record)
             rows = rows.withColumn(shapes.SHAPE, shape)
-        if checks.SCAN in rows.columns:
-            rows = rows.drop(checks.SCAN)
+        rows = formats.without_scans(rows)
         ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
         if waited:  # seconds this batch waited for the schema registry (an outage, see formats/registry.py)
             ctx.lap.timings["registry_wait"] = round(waited, 3)
@@ -266,8 +265,8 @@ class BatchWriter:
             state.written.update(done.committed)
             state.ts_max.extend(done.ts_max)
             for x in done.with_bad:
-                parsed = decode.parse(batch.where(table_col == F.lit(x)), self.preparer.schema(x),
-                                      cfg.source.max_value_bytes)
+                parsed = decode.parse(batch.where(table_col == F.lit(x)), self.preparer.formats.parse_columns(
+                    self.spark, self.preparer.schema(x), cfg.source.max_value_bytes))
                 state.bad.append(decode.dead_letter_rows(parsed.where(~decode.is_good()), cfg.name, F.lit(x)))
         if route_errors > 0 or rejected or overflow:
             route_error, route_message = flags

@@ -89,9 +89,9 @@ class Strategy:
             subset = subset.coalesce(max(1, -(-routed // ROWS_PER_WRITE_TASK)))
         policy = cfg.target.policy_for(plan.table)
         extra = [plan.refused] if plan.refused is not None else []
-        avro = self.preparer.formats.avro
-        if policy.cdc is not None and avro is not None:  # the envelope decoded once, with the row
-            p, cls, msg = avro.parse_columns(plan.schema, cfg.source.max_value_bytes, decode.PARSED, policy.cdc)
+        formats = self.preparer.formats
+        if policy.cdc is not None and formats.envelopes:  # the envelope decoded once, with the row (Avro)
+            p, cls, msg = formats.parse_columns(self.spark, plan.schema, cfg.source.max_value_bytes, cdc=policy.cdc)
             parsed_col = F.col(decode.PARSED)
             subset = (subset.withColumn(cdc.RAW, F.col("value")).withColumn(decode.PARSED, p)
                       .withColumn("_cdc_op_raw", parsed_col[CDC_OP])
@@ -103,8 +103,8 @@ class Strategy:
             if policy.cdc is not None:
                 subset = cdc.unwrap(subset, policy.cdc)
                 extra.append(cdc.errors(policy.cdc, decode.PARSED))
-            columns = self.preparer.formats.parse_columns(self.spark, plan.schema, cfg.source.max_value_bytes)
-        parsed = decode.parse(subset, plan.schema, cfg.source.max_value_bytes, extra, columns)
+            columns = formats.parse_columns(self.spark, plan.schema, cfg.source.max_value_bytes)
+        parsed = decode.parse(subset, columns, extra)
         if policy.cdc is not None:  # unwrapping is costly: the MERGE and the dead letters share it
             parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
             state.release.append(parsed)

@@ -1,43 +1,39 @@
 """Record formats: how a record's value is checked, routed, typed and decoded.
 
-The seam, one method per stage of a batch (see ``ARCHITECTURE.md``, "The path of one batch"):
+One module per format, each one :class:`~.base.ValueFormat` registered under its ``source.format``
+name (:data:`~.base.FORMATS`): JSON in :mod:`.json` (+ :mod:`.json_scan`, its one-pass checks),
+Avro in :mod:`.avro` (+ :mod:`.avro_types`, :mod:`.avro_semantic`, :mod:`.avro_rows`, and
+:mod:`.registry`, the schema-registry client a registry format shares). :mod:`.base` documents the
+stages and the invariants every format keeps. A new format is one module and its name among
+``source.format``'s values.
 
-- ``with_ids`` and ``resolve``: per batch, before anything reads a value (Avro: each record's schema
-  id; the batch's new ids fetched from the registry);
-- ``verdict``: ``"<class>\\t<message>"`` for a record that must never reach parsing, else null;
-- ``route_value``: the routing value, for the routes the format decides (``field``, ``record_name``);
-- ``with_scan``: JSON's checks and shape, read in one pass; ``shape``: each record's fingerprint, so
-  known shapes skip inference (JSON only);
-- ``declared``: a table's record type when the format declares it (Avro: from the registry), else
-  the table's type comes from inference over the JSON records (:mod:`icetide.ingest.evolution`);
-- ``parse_columns``: (parsed struct with the table's columns, error class, error message).
-
-JSON's rules live where they always did (:mod:`icetide.ingest.checks`, :mod:`~icetide.ingest.shapes`,
-:mod:`~icetide.ingest.evolution`, :mod:`~icetide.ingest.decode`); Avro's in :mod:`.avro`. A third
-format (Protobuf or JSON Schema through the registry) is one module with the same methods, a
-``source.format`` value, and a branch in :class:`Formats`.
-
-:class:`Formats` is what the rest of ingest talks to: with ``source.topic_formats`` one batch can
-hold records of both formats, and every column it returns picks per record by topic.
+:class:`Formats` is what the rest of ingest talks to: the formats one pipeline reads and, with
+``source.topic_formats``, per record which one applies (the per-topic choice is made here once:
+:meth:`Formats.format_of`). Every column it returns applies each format's expression to that
+format's records only. Avro keys (``source.key_format: avro``) are read here too, with the Avro
+format's registry client.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+import icetide.ingest.formats.json  # noqa: F401 - registers the format
 from icetide.config.source import KafkaSource
 from icetide.config.target import CdcSettings, RouteSettings
-from icetide.ingest import checks, decode, shapes
-from icetide.ingest.formats.avro import ID, KEY_ID, KEY_TEXT, OK, AvroFormat, schema_id
+from icetide.ingest import decode
+from icetide.ingest.formats.avro import ID, KEY_ID, KEY_TEXT, AvroFormat, schema_id
+from icetide.ingest.formats.base import FORMATS, OK, Parsed, ValueFormat
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["ID", "Formats"]
+__all__ = ["FORMATS", "ID", "OK", "Formats", "Parsed", "ValueFormat"]
 
 
 class Formats:
@@ -45,41 +41,70 @@ class Formats:
 
     def __init__(self, source: KafkaSource) -> None:
         self.source = source
-        names = source.formats()
-        self.json = "json" in names
-        self.avro = AvroFormat(source.schema_registry) if source.needs_registry() and source.schema_registry else None
-        self.avro_values = "avro" in names
+        #: name → format, in a fixed order (each built once per run: a format keeps its schemas)
+        self.values: dict[str, ValueFormat] = {n: FORMATS[n].of(source) for n in sorted(source.formats())}
+        avro = self.values.get(AvroFormat.name)
+        if avro is None and source.key_format == "avro" and source.schema_registry is not None:
+            avro = AvroFormat.of(source)  # Avro keys under JSON values
+        #: The Avro format (values or keys), for its registry client and the keys; None without Avro
+        self.avro: AvroFormat | None = avro if isinstance(avro, AvroFormat) else None
         self.avro_keys = source.key_format == "avro"
 
     @property
     def mixed(self) -> bool:
-        """JSON and Avro values in one pipeline (by topic)."""
-        return self.json and self.avro_values
+        """Several value formats in one pipeline (by topic)."""
+        return len(self.values) > 1
 
-    def is_avro(self) -> Column:
-        """Per record: whether its topic is read as Avro."""
-        out = F.lit(self.source.format == "avro")
+    @property
+    def infers(self) -> bool:
+        """Whether some format's tables are typed by inference over the values (JSON)."""
+        return any(not f.declares_types for f in self.values.values())
+
+    @property
+    def envelopes(self) -> bool:
+        """Whether the formats decode a CDC envelope with the row (Avro), rather than from the value's text."""
+        return all(f.decodes_envelopes for f in self.values.values())
+
+    def format_of(self) -> Column:
+        """Per record: the name of its value format (``source.topic_formats``, else ``source.format``)."""
+        out = F.lit(self.source.format)
         for pattern, fmt in reversed(list(self.source.topic_formats.items())):
             topic = F.col("_kafka_topic")
             hit = (topic == F.lit(pattern)) | topic.rlike("^(?:" + pattern + r")\z")
-            out = F.when(hit, F.lit(fmt == "avro")).otherwise(out)
+            out = F.when(hit, F.lit(fmt)).otherwise(out)
+        return out
+
+    def _mine(self, name: str) -> Column | None:
+        return self.format_of() == F.lit(name) if self.mixed else None
+
+    def _per_record(self, pick: Callable[[ValueFormat], Column | None], fallback: Column | None = None
+                    ) -> Column | None:
+        """Each format's ``pick`` for its own records (``fallback`` for a format whose pick is None);
+        None when no format has one."""
+        picked = {n: pick(f) for n, f in self.values.items()}
+        if all(c is None for c in picked.values()):
+            return None
+        if not self.mixed:
+            return next(iter(picked.values()))
+        base = F.lit(None) if fallback is None else fallback
+        which, out = self.format_of(), base
+        for n, c in picked.items():
+            out = F.when(which == F.lit(n), c if c is not None else base).otherwise(out)
         return out
 
     # -- the stages -------------------------------------------------------------------------------
     def with_ids(self, rows: DataFrame) -> DataFrame:
-        """Add what later stages read per record (Avro: the schema id)."""
-        if self.avro is None:
-            return rows
-        if self.avro_keys:
+        """Add what later stages read per record (Avro: the value's and the key's schema ids)."""
+        if self.avro is not None and self.avro_keys:
             rows = rows.withColumn(KEY_ID, schema_id("_kafka_key"))
-        if not self.avro_values:
-            return rows
-        return rows.withColumn(ID, F.when(self.is_avro(), schema_id()) if self.mixed else schema_id())
+        for n, f in self.values.items():
+            rows = f.with_ids(rows, self._mine(n))
+        return rows
 
     def resolve(self, spark: SparkSession, rows: DataFrame) -> None:
         """Learn the batch's schemas (Avro: its new schema ids, from the registry); ``rows`` has the ids."""
-        if self.avro is not None and self.avro_values:
-            self.avro.resolve(spark, rows.where(F.col(ID).isNotNull()))
+        for n, f in self.values.items():
+            f.resolve(spark, rows, self._mine(n))
         if self.avro is not None and self.avro_keys:
             self.avro.resolve_keys(rows)
 
@@ -95,64 +120,48 @@ class Formats:
                 .withColumn("_kafka_key", F.col(KEY_TEXT).cast("binary")))
 
     def with_scan(self, spark: SparkSession, rows: DataFrame) -> DataFrame:
-        """JSON: each record's checks and shape, read in one pass (:data:`checks.SCAN`), for
-        :meth:`verdict` and :meth:`shape`; a batch drops the column once it has taken them."""
-        if not self.json:
-            return rows
-        return checks.with_scan(spark, rows, self.source, ~self.is_avro() if self.mixed else None)
+        """Each format's one-pass checks of its own records, for :meth:`verdict` and :meth:`shape`."""
+        for n, f in self.values.items():
+            rows = f.with_scan(spark, rows, self._mine(n))
+        return rows
+
+    def without_scans(self, rows: DataFrame) -> DataFrame:
+        """``rows`` without the columns :meth:`with_scan` added (once the batch has taken what it needs)."""
+        drop = [c for f in self.values.values() for c in f.scan_columns if c in rows.columns]
+        return rows.drop(*drop) if drop else rows
 
     def verdict(self, spark: SparkSession, columns: list[str]) -> Column | None:
-        """``columns``: the batch's (with :data:`checks.SCAN` when :meth:`with_scan` could add it)."""
-        json_v = F.col(checks.SCAN)["check"] if self.json and checks.SCAN in columns else None
-        value_v = json_v
-        if self.avro is not None and self.avro_values:
-            avro_v = self.avro.verdict()
-            value_v = avro_v if not self.mixed else F.when(self.is_avro(), avro_v).otherwise(
-                json_v if json_v is not None else F.lit(None).cast("string"))
+        """``columns``: the batch's (with the scan columns when :meth:`with_scan` could add them)."""
+        value_v = self._per_record(lambda f: f.verdict(columns))
         if self.avro is None or not self.avro_keys:
             return value_v
         key_v = self.avro.key_verdict()
         return key_v if value_v is None else F.coalesce(value_v, key_v)
 
-    def route_value(self, route: RouteSettings) -> Column | None:
-        if self.avro is None or not self.avro_values:
-            return None
-        avro_v = self.avro.route_value(route)
-        if avro_v is None or not self.mixed:
-            return avro_v
-        from icetide.ingest.routing import raw_value
-
-        return F.when(self.is_avro(), avro_v).otherwise(raw_value(route))
+    def route_value(self, route: RouteSettings, fallback: Column) -> Column | None:
+        """The routing value where a format decides it (``fallback``, the value as routing reads it, for
+        the records of formats that do not); None when no format decides."""
+        return self._per_record(lambda f: f.route_value(route), fallback)
 
     def shape(self, columns: list[str]) -> Column | None:
-        if not self.json or checks.SCAN not in columns:
-            return None
-        col = F.col(checks.SCAN)["shape"]
-        if not self.mixed:
-            return col
-        return F.when(self.is_avro(), F.lit(shapes.UNKNOWN).cast("long")).otherwise(col)
+        return self._per_record(lambda f: f.shape(columns), F.lit(UNKNOWN_SHAPE).cast("long"))
 
     def declared(self, ids: list[int], cdc: CdcSettings | None = None) -> StructType | None:
-        return self.avro.declared(ids, cdc) if self.avro is not None and self.avro_values else None
+        types = [t for f in self.values.values() if (t := f.declared(ids, cdc)) is not None]
+        return types[0] if types else None
 
     def parse_columns(self, spark: SparkSession, schema: StructType, max_value_bytes: int,
-                      parsed_name: str = decode.PARSED) -> tuple[Column, Column, Column]:
-        app = spark.sparkContext.applicationId
-        if self.avro is None or not self.avro_values:
-            return decode.parse_columns(app, schema.json(), max_value_bytes, parsed_name)
-        a = self.avro.parse_columns(schema, max_value_bytes, parsed_name)
+                      parsed_name: str = decode.PARSED, cdc: CdcSettings | None = None) -> Parsed:
+        each = {n: f.parse_columns(spark, schema, max_value_bytes, parsed_name, cdc) for n, f in self.values.items()}
         if not self.mixed:
-            return a
-        j = decode.parse_columns(app, schema.json(), max_value_bytes, parsed_name)
+            return next(iter(each.values()))
         names = [f.name for f in schema.fields]
-
-        def unified(p: Column, ok: Column, corrupt: Column) -> Column:
-            return F.when(p.isNotNull(), F.struct(*[p[n].alias(n) for n in names], ok.alias(OK),
-                                                  corrupt.alias(decode.CORRUPT)))
-
-        parsed = F.when(self.is_avro(), unified(a[0], a[0][OK], F.lit(None).cast("string"))).otherwise(
-            unified(j[0], F.lit(True), j[0][decode.CORRUPT]))
-        is_avro = self.is_avro()
-        return parsed, F.when(is_avro, a[1]).otherwise(j[1]), F.when(is_avro, a[2]).otherwise(j[2])
+        structs = self._per_record(lambda f: f.unified(each[f.name], names))
+        classes = self._per_record(lambda f: each[f.name].error_class)
+        messages = self._per_record(lambda f: each[f.name].message)
+        assert structs is not None and classes is not None and messages is not None
+        return Parsed(structs, classes, messages)
 
 
+#: The shape of a record whose format has no shapes (= :data:`icetide.ingest.shapes.UNKNOWN`)
+UNKNOWN_SHAPE = 0

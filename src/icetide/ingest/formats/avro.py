@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -42,10 +42,13 @@ from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 import icetide.ingest.formats.avro_rows as avro_rows
 import icetide.ingest.formats.avro_types as avro_types
 from icetide.config.registry import SchemaRegistry
+from icetide.config.source import KafkaSource
 from icetide.config.target import CdcSettings, RouteSettings
 from icetide.ingest import cdc as cdc_rules
+from icetide.ingest.decode import CORRUPT, PARSED
 from icetide.ingest.formats.avro_rows import OK as OK
 from icetide.ingest.formats.avro_rows import has_path, row_type
+from icetide.ingest.formats.base import Parsed, ValueFormat, register
 from icetide.ingest.formats.registry import RegistryClient, SchemaRefused, UnknownSchemaId
 
 if TYPE_CHECKING:
@@ -100,9 +103,15 @@ class Decoding:
         return avro_rows.converted(decoded, w.decoded_struct, w.conversions)
 
 
+@register
 @dataclass
-class AvroFormat:
+class AvroFormat(ValueFormat):
     """The Avro format of one pipeline run: the schemas seen so far and how each id is decoded."""
+
+    name: ClassVar[str] = "avro"
+    error_classes: ClassVar[tuple[str, ...]] = ("null_value", "empty_value", "oversized_value", *ERROR_CLASSES)
+    declares_types: ClassVar[bool] = True
+    decodes_envelopes: ClassVar[bool] = True
 
     registry: SchemaRegistry
     client: RegistryClient = field(init=False)
@@ -119,9 +128,19 @@ class AvroFormat:
     def __post_init__(self) -> None:
         self.client = RegistryClient(self.registry)
 
+    @classmethod
+    def of(cls, source: KafkaSource) -> AvroFormat:
+        assert source.schema_registry is not None, "the config check requires a registry for Avro"
+        return cls(source.schema_registry)
+
     # -- per batch --------------------------------------------------------------------------------
-    def resolve(self, spark: SparkSession, rows: DataFrame) -> None:
-        """Learn every schema id of the batch (waits out a registry outage; see :mod:`.registry`)."""
+    def with_ids(self, rows: DataFrame, mine: Column | None) -> DataFrame:
+        """Each record's schema id (:data:`ID`; null when not in the wire format, or not Avro's record)."""
+        return rows.withColumn(ID, schema_id() if mine is None else F.when(mine, schema_id()))
+
+    def resolve(self, spark: SparkSession, rows: DataFrame, mine: Column | None = None) -> None:
+        """Learn every schema id of the batch (waits out a registry outage; see :mod:`.registry`).
+        ``mine`` is not read: :data:`ID` is null for other formats' records."""
         ids = sorted(int(r[0]) for r in rows.select(F.col(ID).alias("i")).where(F.col("i").isNotNull())
                      .distinct().collect())
         self.learn(ids, lambda w: spark_accepts(spark, w))
@@ -218,7 +237,7 @@ class AvroFormat:
         return avro_types.parse(sid, str(got.get("schema", "")), self.registry.semantic_types == "convert")
 
     # -- columns ----------------------------------------------------------------------------------
-    def verdict(self) -> Column:
+    def verdict(self, columns: list[str] | None = None) -> Column:
         """``"<class>\\t<message>"`` for records that cannot be decoded at all; null otherwise."""
         v, sid = F.col("value"), F.col(ID)
         first = F.hex(F.substring(v, 1, 1))
@@ -269,8 +288,8 @@ class AvroFormat:
                  and (t := row_type(self.decodings[i].struct, cdc)) is not None]
         return avro_types.merged(types) if types else None
 
-    def parse_columns(self, schema: StructType, max_value_bytes: int, parsed_name: str,
-                      cdc: CdcSettings | None = None) -> tuple[Column, Column, Column]:
+    def parse_columns(self, spark: SparkSession | None, schema: StructType, max_value_bytes: int,
+                      parsed_name: str = PARSED, cdc: CdcSettings | None = None) -> Parsed:
         """(parsed struct: the table's columns plus ``__icetide_ok`` and, for CDC, the change's
         operation and ordering; error class; error message)."""
         sid = F.col(ID)
@@ -322,7 +341,12 @@ class AvroFormat:
             F.lit("the Avro payload does not decode with writer schema id "), sid.cast("string"),
             F.lit(" (truncated, not written with that schema, or a value its column cannot hold: a decimal wider "
                   "than 38 digits, a ZonedTimestamp that is not ISO-8601)")))
-        return F.when(F.length(v) <= max_value_bytes, parsed), error_class, message
+        return Parsed(F.when(F.length(v) <= max_value_bytes, parsed), error_class, message)
+
+    def unified(self, parsed: Parsed, names: list[str]) -> Column:
+        p = parsed.struct
+        return F.when(p.isNotNull(), F.struct(*[p[n].alias(n) for n in names], p[OK].alias(OK),
+                                              F.lit(None).cast("string").alias(CORRUPT)))
 
 
 def record_route_value(full_name: str) -> str:

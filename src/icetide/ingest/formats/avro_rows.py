@@ -14,9 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from icetide.config.target import CdcSettings
-
-#: the field every reader schema adds (see :mod:`.avro`): true for each record that decoded
-OK = "__icetide_ok"
+from icetide.ingest.formats.base import OK as OK  # every reader schema adds it (see :mod:`.avro`)
 
 
 def converted(decoded: Column, t: StructType, conversions: dict[tuple[str, ...], str]) -> Column:

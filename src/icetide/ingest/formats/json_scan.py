@@ -1,9 +1,9 @@
-"""Record checks before anything parses a record: depth, width, duplicate keys, UTF-8.
+"""JSON's record checks before anything parses a record: depth, width, duplicate keys, UTF-8.
 
 A record nested a few hundred levels deep, or with a hundred thousand fields, can exhaust a JVM
 stack or blow up schema inference long before any per-field rule sees it. icetide's JVM UDF
 ``io.icetide.spark.JsonScan`` reads each value once with a streaming parser (no recursion), takes
-its shape (:mod:`icetide.ingest.shapes`) in the same pass, and flags, as dead letters that never
+its shape (:meth:`.json.JsonFormat.shape`) in the same pass, and flags, as dead letters that never
 reach inference, routing or a table:
 
 - ``too_deep``: objects/arrays nested more than ``source.max_depth`` levels;
@@ -31,6 +31,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from icetide.config.source import KafkaSource
+from icetide.ingest.names import RESERVED_PREFIXES
 from icetide.spark.session import has_class
 
 if TYPE_CHECKING:
@@ -41,8 +42,6 @@ log = logging.getLogger(__name__)
 JVM_CLASS = "io.icetide.spark.JsonScan"
 #: The column holding each JSON record's scan: ``struct<check string, shape bigint>``.
 SCAN = "_icetide_scan"
-#: Top-level field names starting with these (any case) are icetide's: a record never sets them.
-RESERVED_PREFIXES = ("_kafka_", "_icetide_", "_cdc_")
 #: Per Spark application and limits: the JVM UDF, or None when icetide's classes are not loaded.
 _UDFS: dict[tuple[str, int, int], Any] = {}
 
@@ -80,11 +79,3 @@ def with_scan(spark: SparkSession, rows: DataFrame, source: KafkaSource, which: 
     if col is None:
         return rows
     return rows.withColumn(SCAN, col if which is None else F.when(which, col))
-
-
-def error_class(v: Column) -> Column:
-    return F.substring_index(v, "\t", 1)
-
-
-def error_message(v: Column) -> Column:
-    return F.substring(v, F.locate("\t", v) + 1, 400)
