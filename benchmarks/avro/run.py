@@ -6,7 +6,10 @@ The events are the ingest benchmark's (~300 B as JSON); the Avro ones are writte
 and the id the registry (Apicurio, local) gave the schema. Vanilla decodes with
 ``from_avro(substring(value, 6), schema)``: no schema id check, no dead letters, no evolution.
 
-    .venv/bin/python -m benchmarks.avro.run [--events 2000000]
+    .venv/bin/python -m benchmarks.avro.run [--events 2000000] [--wide 40] [--systems "icetide Avro,vanilla from_avro"]
+
+``--wide N`` adds N fields (long, double, string, boolean, int in turn) to the schema and the events:
+a per-event cost that grows with the schema's width shows against vanilla, which decodes each record once.
 """
 
 from __future__ import annotations
@@ -38,26 +41,41 @@ SCHEMA: dict[str, Any] = {"type": "record", "name": "Event", "namespace": "bench
     {"name": "user_id", "type": "long"}, {"name": "event_type", "type": "string"},
     {"name": "amount", "type": "double"}, {"name": "payload", "type": "string"}]}
 TABLE_DDL = "id STRING, event_time TIMESTAMP, user_id BIGINT, event_type STRING, amount DOUBLE, payload STRING"
+#: the extra fields of ``--wide``: (Avro type, Spark type, value for event i)
+_WIDE_TYPES: list[tuple[str, str, Any]] = [
+    ("long", "BIGINT", lambda i: i * 7), ("double", "DOUBLE", lambda i: i / 3),
+    ("string", "STRING", lambda i: f"v{i % 1000}"), ("boolean", "BOOLEAN", lambda i: i % 2 == 0),
+    ("int", "INT", lambda i: i % 97)]
+SYSTEMS = ("icetide JSON", "icetide Avro", "vanilla from_avro")
+
+
+def schema(wide: int = 0) -> dict[str, Any]:
+    extra = [{"name": f"w{k}", "type": _WIDE_TYPES[k % 5][0]} for k in range(wide)]
+    return {**SCHEMA, "fields": [*SCHEMA["fields"], *extra]}
+
+
+def table_ddl(wide: int = 0) -> str:
+    return ", ".join([TABLE_DDL, *[f"w{k} {_WIDE_TYPES[k % 5][1]}" for k in range(wide)]])
 CAPACITY = "0 seconds"
 
 
-def events(n: int, seed: int = 5) -> list[dict[str, Any]]:
+def events(n: int, seed: int = 5, wide: int = 0) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     now = datetime.now(UTC)
     return [{"id": f"evt-{i:09d}", "event_time": now - timedelta(seconds=rng.randint(0, 3 * 86400)),
              "user_id": rng.randint(1, 50_000), "event_type": f"t{i % 20:02d}", "amount": round(rng.uniform(0, 500), 2),
-             "payload": "x" * 150} for i in range(n)]
+             "payload": "x" * 150, **{f"w{k}": _WIDE_TYPES[k % 5][2](i) for k in range(wide)}} for i in range(n)]
 
 
 def as_json(e: dict[str, Any]) -> bytes:
     return json.dumps({**e, "event_time": e["event_time"].isoformat()}, separators=(",", ":")).encode()
 
 
-def as_avro(events_: list[dict[str, Any]], schema_id: int) -> list[bytes]:
+def as_avro(events_: list[dict[str, Any]], schema_id: int, wide: int = 0) -> list[bytes]:
     """The Confluent wire format: byte 0, the 4-byte schema id, Avro binary (fastavro)."""
     import fastavro
 
-    parsed = fastavro.parse_schema(SCHEMA)
+    parsed = fastavro.parse_schema(schema(wide))
     header = b"\x00" + schema_id.to_bytes(4, "big")
     out = []
     for e in events_:
@@ -67,7 +85,7 @@ def as_avro(events_: list[dict[str, Any]], schema_id: int) -> list[bytes]:
     return out
 
 
-def vanilla_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
+def vanilla_worker(cfg_path: Path, expected: int, wide: int = 0) -> dict[str, Any]:
     """``from_avro`` with the one fixed schema into one table (Iceberg defaults)."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
@@ -80,13 +98,14 @@ def vanilla_worker(cfg_path: Path, expected: int) -> dict[str, Any]:
     table = f"{cfg.catalog.name}.{cfg.target.table}"
     cpu0 = jvm_cpu_seconds(spark)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cfg.catalog.name}.{cfg.target.table.split('.')[0]}")
-    spark.sql(f"CREATE TABLE {table} ({TABLE_DDL}, _kafka_topic STRING, _kafka_partition INT, _kafka_offset BIGINT, "
-              "_kafka_timestamp TIMESTAMP, _kafka_key STRING) USING iceberg PARTITIONED BY (days(event_time))")
+    spark.sql(f"CREATE TABLE {table} ({table_ddl(wide)}, _kafka_topic STRING, _kafka_partition INT, "
+              "_kafka_offset BIGINT, _kafka_timestamp TIMESTAMP, _kafka_key STRING) USING iceberg "
+              "PARTITIONED BY (days(event_time))")
     kafka = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", cfg.source.bootstrap_servers)
              .option("subscribe", ",".join(cfg.source.topics or [])).option("startingOffsets", "earliest")
              .option("maxOffsetsPerTrigger", str(MAX_OFFSETS)).load())
     rows = kafka.select(
-        from_avro(F.expr("substring(value, 6)"), json.dumps(SCHEMA)).alias("a"), "topic", "partition", "offset",
+        from_avro(F.expr("substring(value, 6)"), json.dumps(schema(wide))).alias("a"), "topic", "partition", "offset",
         "timestamp", "key",
     ).select("a.*", F.col("topic").alias("_kafka_topic"), F.col("partition").alias("_kafka_partition"),
              F.col("offset").alias("_kafka_offset"), F.col("timestamp").alias("_kafka_timestamp"),
@@ -109,17 +128,23 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument("--wide", type=int, default=0, help="fields added to the 6 of the schema")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated, of: " + ", ".join(SYSTEMS))
     args = ap.parse_args()
-    results, event_bytes = run(args.events)
-    report = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "events": args.events,
-              "event_bytes": event_bytes, "results": results}
+    systems = [s.strip() for s in args.systems.split(",")]
+    if "icetide Avro" not in systems or not set(systems) <= set(SYSTEMS):
+        ap.error(f"--systems: 'icetide Avro' and any of {SYSTEMS}")
+    results, event_bytes = run(args.events, args.wide, systems)
+    report = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "events": args.events, "wide": args.wide,
+              "fields": 6 + args.wide, "event_bytes": event_bytes, "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(report, indent=2, default=str))
     (args.out / "results.md").write_text(markdown(report))
     print((args.out / "results.md").read_text())
 
 
-def run(n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def run(n: int, wide: int = 0, systems: list[str] | tuple[str, ...] = SYSTEMS
+        ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Produce ``n`` events as JSON and as Avro, drain each with each system; the results."""
     from icetide.demo.events import create_topic
     from icetide.services.kafka import LocalKafka
@@ -136,40 +161,44 @@ def run(n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
     try:
         import urllib.request
 
-        body = json.dumps({"schema": json.dumps(SCHEMA)}).encode()
+        body = json.dumps({"schema": json.dumps(schema(wide))}).encode()
         req = urllib.request.Request(f"{registry.url}/subjects/bench.avro-value/versions", data=body,
                                      headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
         with urllib.request.urlopen(req, timeout=30) as r:
             schema_id = int(json.loads(r.read())["id"])
-        evs = events(n)
-        json_values, avro_values = [as_json(e) for e in evs], as_avro(evs, schema_id)
+        evs = events(n, wide=wide)
+        json_values, avro_values = [as_json(e) for e in evs], as_avro(evs, schema_id, wide)
         for topic, values in (("bench.json", json_values), ("bench.avro", avro_values)):
             create_topic(broker.bootstrap, topic, 4)
             send(broker.bootstrap, topic, values, 4)
         sizes = {"json": len(json_values[0]), "avro": len(avro_values[0])}
         print(f"produced {n} events: ~{sizes['json']} B as JSON, ~{sizes['avro']} B as Avro", flush=True)
         results = []
-        cfg = config(broker.bootstrap, "bench.json", "bench.icetide_json", work, CAPACITY)
-        results.append({**run_worker("icetide", cfg, work, n), "system": "icetide JSON"})
+        if "icetide JSON" in systems:
+            cfg = config(broker.bootstrap, "bench.json", "bench.icetide_json", work, CAPACITY)
+            if wide:
+                cfg["target"]["schema"] = table_ddl(wide)
+            results.append({**run_worker("icetide", cfg, work, n), "system": "icetide JSON"})
         cfg = config(broker.bootstrap, "bench.avro", "bench.icetide_avro", work, CAPACITY)
         cfg["source"].update({"format": "avro", "schema_registry": {"url": registry.url}})
         del cfg["target"]["schema"]
         results.append({**run_worker("icetide", cfg, work, n), "system": "icetide Avro"})
-        results.append(vanilla_run(config(broker.bootstrap, "bench.avro", "bench.vanilla_avro", work, CAPACITY),
-                                   work, n))
+        if "vanilla from_avro" in systems:
+            results.append(vanilla_run(config(broker.bootstrap, "bench.avro", "bench.vanilla_avro", work, CAPACITY),
+                                       work, n, wide))
         return results, sizes
     finally:
         broker.reset()
         registry.reset()
 
 
-def vanilla_run(cfg: dict[str, Any], work: Path, expected: int) -> dict[str, Any]:
+def vanilla_run(cfg: dict[str, Any], work: Path, expected: int, wide: int = 0) -> dict[str, Any]:
     path = work / "vanilla-avro.yaml"
     path.write_text(yaml.safe_dump(cfg))
     out = work / "vanilla-avro.json"
     with open(work / "vanilla-avro.log", "w") as log:
         rc = subprocess.call([sys.executable, "-m", "benchmarks.avro.run", "worker", str(path), str(expected),
-                              str(out)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+                              str(out), str(wide)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     if rc != 0:
         raise RuntimeError(f"vanilla from_avro worker failed; see {work / 'vanilla-avro.log'}")
     result: dict[str, Any] = json.loads(out.read_text())
@@ -180,7 +209,7 @@ def vanilla_run(cfg: dict[str, Any], work: Path, expected: int) -> dict[str, Any
 def markdown(r: dict[str, Any]) -> str:
     m = r["machine"]
     by = {x["system"]: x for x in r["results"]}
-    avro = by["icetide Avro"]
+    avro = by["icetide Avro"]  # --systems always has it
 
     def ratio(a: float | None, b: float | None) -> str:
         return f"{a / b:.2f}×" if a and b else "–"
@@ -189,7 +218,8 @@ def markdown(r: dict[str, Any]) -> str:
         "# Avro benchmark: icetide Avro vs icetide JSON vs vanilla `from_avro`", "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; Spark {m['spark']} "
         f"({m['spark_master']}), Iceberg {m['iceberg']}; {r['date']}.",
-        f"{r['events']:,} events (~{r['event_bytes']['json']} B as JSON, ~{r['event_bytes']['avro']} B as Avro) on "
+        f"{r['events']:,} events" + (f" of {r['fields']} fields" if "fields" in r else "") + " "
+        f"(~{r['event_bytes']['json']} B as JSON, ~{r['event_bytes']['avro']} B as Avro) on "
         f"one 4-partition topic each, maxOffsetsPerTrigger {MAX_OFFSETS:,}, trigger 0 s, each system from a fresh "
         "JVM. *Steady* leaves out the first batch. Rates and CPU are per Kafka row read (Spark's `numInputRows`): "
         "a system that reads the topic twice per batch shows 2.0 reads per event, and its real rate is half.", "",
@@ -222,7 +252,7 @@ def markdown(r: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
-        _, _, cfg_path, expected, out_path = sys.argv
-        Path(out_path).write_text(json.dumps(vanilla_worker(Path(cfg_path), int(expected))))
+        _, _, cfg_path, expected, out_path, wide = sys.argv
+        Path(out_path).write_text(json.dumps(vanilla_worker(Path(cfg_path), int(expected), int(wide))))
     else:
         main()

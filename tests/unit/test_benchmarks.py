@@ -61,6 +61,12 @@ def test_avro_benchmark_encodes_the_wire_format_and_reports_ratios() -> None:
     assert all(v[:5] == b"\x00\x00\x00\x01\x02" for v in values)
     back = fastavro.schemaless_reader(io.BytesIO(values[1][5:]), fastavro.parse_schema(SCHEMA), None)
     assert back["id"] == evs[1]["id"] and back["event_time"] == evs[1]["event_time"]
+    from benchmarks.avro.run import schema, table_ddl
+
+    wide = events(2, wide=7)
+    back = fastavro.schemaless_reader(io.BytesIO(as_avro(wide, 258, 7)[1][5:]), fastavro.parse_schema(schema(7)), None)
+    assert back == {**wide[1], "event_time": back["event_time"]} and len(back) == 13
+    assert table_ddl(7).count(",") == 12 and table_ddl(7).endswith("w4 INT, w5 BIGINT, w6 DOUBLE")
 
     def res(system: str, eps: float) -> dict[str, object]:
         return {"system": system, "events_per_s": eps, "steady_events_per_s": eps * 1.2, "jvm_cpu_s_per_m_events": 9,
