@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import decimal
+import io
 import json
 import time
 import uuid
@@ -607,3 +608,37 @@ def test_debezium_semantic_types_and_envelopes_routed_by_record_name(kafka, lake
     letters = sorted((r["value"], r["error_class"]) for r in dead_letters(cfg, f"{ns}.dlq"))
     assert letters == sorted([(big, "undecodable"), (not_a_time, "undecodable")])
     assert runner.writer.counters.tombstones_skipped == 3
+
+
+def test_each_record_is_decoded_once_whatever_the_schemas_width(spark) -> None:  # type: ignore[no-untyped-def]
+    """#39: a table's parse reads every column from one decode of the record. As one expression,
+    each column was a field of its own ``from_avro`` inside a CASE branch, which Spark's
+    common-subexpression elimination does not share: a 40-field schema decoded each record 42 times.
+    Asserted on the optimized plan (what runs), and on the rows it gives. No pipeline: seconds."""
+    import fastavro
+    from pyspark.sql import functions as F
+
+    from icetide.config.registry import SchemaRegistry
+    from icetide.ingest import decode
+    from icetide.ingest.formats.avro import ID, AvroFormat, Decoding
+    from icetide.ingest.formats.avro_types import parse
+
+    fields = [{"name": "id", "type": "string"}, *[{"name": f"f{k}", "type": "long"} for k in range(40)]]
+    schema = {"type": "record", "name": "Wide", "namespace": "t", "fields": fields}
+    fmt = AvroFormat(SchemaRegistry(url="http://127.0.0.1:9"))
+    writer = parse(7, json.dumps(schema))
+    fmt.decodings[7], fmt.batch_ids = Decoding(writer), [7]
+    values = []
+    for i in range(3):
+        buf = io.BytesIO()
+        record_ = {"id": f"r{i}", **{f"f{k}": i * k for k in range(40)}}
+        fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), record_)
+        values.append(b"\x00" + (7).to_bytes(4, "big") + buf.getvalue())
+    rows = spark.createDataFrame([(v,) for v in values], "value binary").withColumn(ID, F.lit(7).cast("long"))
+    table = writer.struct  # the table's columns are the record's
+    formats_rows = fmt.with_decoded(rows)
+    parsed = decode.parse(formats_rows, fmt.parse_columns(spark, table, 1 << 20))
+    plan = parsed._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("from_avro(") == 1, plan[:3000]
+    got = sorted((r[0]["id"], r[0]["f39"], r[1]) for r in parsed.select(decode.PARSED, decode.ERROR_CLASS).collect())
+    assert got == [("r0", 0, None), ("r1", 39, None), ("r2", 78, None)]

@@ -90,6 +90,7 @@ class Strategy:
         policy = cfg.target.policy_for(plan.table)
         extra = [plan.refused] if plan.refused is not None else []
         formats = self.preparer.formats
+        subset = formats.with_decoded(subset)  # Avro: each record decoded once, for every column
         if policy.cdc is not None and formats.envelopes:  # the envelope decoded once, with the row (Avro)
             p, cls, msg = formats.parse_columns(self.spark, plan.schema, cfg.source.max_value_bytes, cdc=policy.cdc)
             parsed_col = F.col(decode.PARSED)
@@ -104,7 +105,7 @@ class Strategy:
                 subset = cdc.unwrap(subset, policy.cdc)
                 extra.append(cdc.errors(policy.cdc, decode.PARSED))
             columns = formats.parse_columns(self.spark, plan.schema, cfg.source.max_value_bytes)
-        parsed = decode.parse(subset, columns, extra)
+        parsed = formats.without_decoded(decode.parse(subset, columns, extra))
         if policy.cdc is not None:  # unwrapping is costly: the MERGE and the dead letters share it
             parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
             state.release.append(parsed)

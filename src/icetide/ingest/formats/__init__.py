@@ -146,6 +146,17 @@ class Formats:
     def shape(self, columns: list[str]) -> Column | None:
         return self._per_record(lambda f: f.shape(columns), F.lit(UNKNOWN_SHAPE).cast("long"))
 
+    def with_decoded(self, rows: DataFrame) -> DataFrame:
+        """One table's rows with each record decoded once, for :meth:`parse_columns` (call it first)."""
+        for f in self.values.values():
+            rows = f.with_decoded(rows)
+        return rows
+
+    def without_decoded(self, rows: DataFrame) -> DataFrame:
+        """``rows`` without :meth:`with_decoded`'s columns (the parsed struct holds what they did)."""
+        drop = [c for f in self.values.values() for c in f.decoded_columns() if c in rows.columns]
+        return rows.drop(*drop) if drop else rows
+
     def declared(self, ids: list[int], cdc: CdcSettings | None = None) -> StructType | None:
         types = [t for f in self.values.values() if (t := f.declared(ids, cdc)) is not None]
         return types[0] if types else None

@@ -237,6 +237,20 @@ class AvroFormat(ValueFormat):
         return avro_types.parse(sid, str(got.get("schema", "")), self.registry.semantic_types == "convert")
 
     # -- columns ----------------------------------------------------------------------------------
+    def with_decoded(self, rows: DataFrame) -> DataFrame:
+        """Each record decoded once, into the column of its schema id (:func:`decoded_column`), for
+        :meth:`parse_columns`. A table's parse reads a record's decoded struct once per column; as one
+        expression, ``from_avro`` inside a CASE branch, Spark's common-subexpression elimination would
+        not share it and every column would decode the record again. A column of its own is kept by
+        the optimizer (it does not inline an expensive expression its consumer reads more than once)."""
+        sid = F.col(ID)
+        present = [i for i in self.batch_ids if i in self.decodings]
+        return rows.withColumns({decoded_column(i): F.when(sid == F.lit(i), self.decodings[i].column())
+                                 for i in present}) if present else rows
+
+    def decoded_columns(self) -> list[str]:
+        return [decoded_column(i) for i in self.batch_ids if i in self.decodings]
+
     def verdict(self, columns: list[str] | None = None) -> Column:
         """``"<class>\\t<message>"`` for records that cannot be decoded at all; null otherwise."""
         v, sid = F.col("value"), F.col(ID)
@@ -308,7 +322,7 @@ class AvroFormat(ValueFormat):
             if not fit.ok:
                 conflicts[i] = "; ".join(fit.conflicts)[:600]
                 continue
-            decoded = d.column()
+            decoded = F.col(decoded_column(i))
             cols = [*avro_rows.project(avro_rows.row(decoded, d.struct, cdc), row, schema).values(),
                     decoded[OK].alias(OK)]
             if cdc is not None:
@@ -347,6 +361,11 @@ class AvroFormat(ValueFormat):
         p = parsed.struct
         return F.when(p.isNotNull(), F.struct(*[p[n].alias(n) for n in names], p[OK].alias(OK),
                                               F.lit(None).cast("string").alias(CORRUPT)))
+
+
+def decoded_column(sid: int) -> str:
+    """The column holding the records of schema id ``sid`` decoded (null for other records)."""
+    return f"_icetide_avro_{sid}"
 
 
 def record_route_value(full_name: str) -> str:

@@ -99,6 +99,15 @@ class ValueFormat(ABC):
         """Each record's shape fingerprint, so known shapes skip inference (None: the format has none)."""
         return None
 
+    def with_decoded(self, rows: DataFrame) -> DataFrame:
+        """``rows`` (one table's) with each of this format's records decoded once into columns
+        :meth:`parse_columns` reads; called right before it (default: the parse reads the value itself)."""
+        return rows
+
+    def decoded_columns(self) -> list[str]:
+        """The columns :meth:`with_decoded` adds (dropped once the parse has read them)."""
+        return []
+
     def declared(self, ids: list[int], cdc: CdcSettings | None = None) -> StructType | None:
         """The record type of a table whose records carry schema ``ids`` (None: inferred from the values)."""
         return None
