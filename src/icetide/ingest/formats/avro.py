@@ -50,13 +50,17 @@ from icetide.ingest.formats.avro_rows import OK as OK
 from icetide.ingest.formats.avro_rows import has_path, row_type
 from icetide.ingest.formats.base import Parsed, ValueFormat, register
 from icetide.ingest.formats.registry import RegistryClient, SchemaRefused, UnknownSchemaId
+from icetide.ingest.formats.wire import ID as ID
+from icetide.ingest.formats.wire import UNKNOWN_RETRY_S as UNKNOWN_RETRY_S
+from icetide.ingest.formats.wire import ids_of, payload, with_ids
+from icetide.ingest.formats.wire import schema_id as schema_id
+from icetide.ingest.formats.wire import verdict as wire_verdict
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
-ID = "_icetide_schema_id"
 KEY_ID = "_icetide_key_schema_id"
 #: A record's Avro key as JSON text (null when it has no key or the key does not decode).
 KEY_TEXT = "_icetide_key_text"
@@ -65,19 +69,6 @@ CDC_OP, CDC_ORDERING = "__icetide_op", "__icetide_ordering"
 ERROR_CLASSES = ("truncated_record", "bad_magic_byte", "unknown_schema_id", "unsupported_schema", "undecodable",
                  "incompatible_schema")
 _SENTINEL = {"name": OK, "type": "boolean", "default": True}
-#: How long a 404 for a schema id is believed: a follower registry can lag a fresh registration
-UNKNOWN_RETRY_S = 60.0
-
-
-def schema_id(column: str = "value") -> Column:
-    """The record's schema id; null when the value (or key) is not in the wire format."""
-    v = F.col(column)
-    return F.when((F.length(v) >= 5) & (F.hex(F.substring(v, 1, 1)) == F.lit("00")),
-                  F.conv(F.hex(F.substring(v, 2, 4)), 16, 10).cast("long"))
-
-
-def payload(column: str = "value") -> Column:
-    return F.substring(F.col(column), 6, 2**31 - 1)
 
 
 def with_sentinel(schema: Any) -> str:
@@ -136,14 +127,14 @@ class AvroFormat(ValueFormat):
     # -- per batch --------------------------------------------------------------------------------
     def with_ids(self, rows: DataFrame, mine: Column | None) -> DataFrame:
         """Each record's schema id (:data:`ID`; null when not in the wire format, or not Avro's record)."""
-        return rows.withColumn(ID, schema_id() if mine is None else F.when(mine, schema_id()))
+        return with_ids(rows, mine)
 
     def resolve(self, spark: SparkSession, rows: DataFrame, mine: Column | None = None) -> None:
-        """Learn every schema id of the batch (waits out a registry outage; see :mod:`.registry`).
-        ``mine`` is not read: :data:`ID` is null for other formats' records."""
-        ids = sorted(int(r[0]) for r in rows.select(F.col(ID).alias("i")).where(F.col("i").isNotNull())
-                     .distinct().collect())
-        self.learn(ids, lambda w: spark_accepts(spark, w))
+        """Learn every schema id of the batch's Avro records (waits out a registry outage; see :mod:`.registry`)."""
+        self.learn(ids_of(rows, mine), lambda w: spark_accepts(spark, w))
+
+    def registry_client(self) -> RegistryClient:
+        return self.client
 
     def learn(self, ids: list[int], check: Callable[[avro_types.WriterSchema], None]) -> None:
         """Fetch the ids not seen yet (``check``: the JVM's word on a writer schema). A 404 is believed
@@ -253,24 +244,7 @@ class AvroFormat(ValueFormat):
 
     def verdict(self, columns: list[str] | None = None) -> Column:
         """``"<class>\\t<message>"`` for records that cannot be decoded at all; null otherwise."""
-        v, sid = F.col("value"), F.col(ID)
-        first = F.hex(F.substring(v, 1, 1))
-        out = (F.when(v.isNull() | (F.length(v) == 0), F.lit(None).cast("string"))
-               .when(F.length(v) < 5, F.concat(F.lit("truncated_record\tthe value has "), F.length(v).cast("string"),
-                                               F.lit(" bytes, fewer than the 5 of the Confluent header (magic byte 0, "
-                                                     "4-byte schema id)")))
-               .when(first != F.lit("00"), F.concat(F.lit("bad_magic_byte\tthe first byte is 0x"), first,
-                                                    F.lit(", not 0x00: not the Confluent Avro wire format "
-                                                          "(source.format: avro)"))))
-        # the batch's ids only: ids that only look like the wire format never grow the plan batch after batch
-        unknown = [i for i in self.batch_ids if i in self.unknown]
-        if unknown:
-            out = out.when(sid.isin(unknown), F.concat(F.lit("unknown_schema_id\tschema id "), sid.cast("string"),
-                                                       F.lit(" is not in the schema registry (HTTP 404)")))
-        for sid_ in self.batch_ids:
-            if sid_ in self.refused:
-                out = out.when(sid == F.lit(sid_), F.lit(f"unsupported_schema\t{self.refused[sid_]}"[:1000]))
-        return out
+        return wire_verdict(self.batch_ids, self.unknown, self.refused, "Avro", self.name)
 
     def route_value(self, route: RouteSettings) -> Column | None:
         """The routing value of ``record_name`` and ``field`` routes (None: the format has no say)."""
