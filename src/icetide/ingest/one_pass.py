@@ -193,7 +193,7 @@ class OnePass(Strategy):
         ``plain``: the batch routed without the record checks, for a pass that decodes each value
         in the write task (the checks are the decoder's); else ``rows`` is parsed with expressions."""
         cfg, t, pre = self.cfg, self.cfg.target, self.preparer
-        if (t.evolve_schema and shapes.SHAPE not in rows.columns) or pre.formats.avro is not None:
+        if (t.evolve_schema and shapes.SHAPE not in rows.columns) or not pre.formats.json_only:
             return None  # the one pass parses JSON only
         created = self._create_configured()
         never = ctx.batch_id - RECENT_BATCHES - 1

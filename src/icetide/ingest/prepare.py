@@ -233,7 +233,7 @@ class Preparer:
             self._schemas.pop(table, None)
             plan.schema = self.schema(table)
             plan.evolved = evo.changes
-        cond = refused.rejected_condition(evo)
+        cond = refused.rejected_condition(evo, self.formats.text())
         if cond is not None:
             plan.refused = (cond, refused.rejected_message(evo, t.max_columns))
         if cond is None and t.policy_for(table).cdc is None:

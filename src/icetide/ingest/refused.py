@@ -12,11 +12,12 @@ from icetide.ingest.evolution import Evolution
 from icetide.ingest.names import RESERVED_PREFIXES
 
 
-def rejected_condition(evo: Evolution) -> Column | None:
-    """Records that carry a refused field, with the error class (None: no field was refused)."""
+def rejected_condition(evo: Evolution, text: Column | None = None) -> Column | None:
+    """Records that carry a refused field, with the error class (None: no field was refused).
+    ``text``: each record's JSON text (:meth:`icetide.ingest.formats.Formats.text`; None: the value)."""
     if not evo.rejected:
         return None
-    text = F.col("value").cast("string")
+    text = F.col("value").cast("string") if text is None else text
     nested = sorted({p.given[:-1] for p, _ in evo.rejected if not p.in_list and len(p.given) > 1})
     parents = names.field_texts(text, nested)
     result: Column | None = None

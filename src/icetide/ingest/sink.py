@@ -88,8 +88,8 @@ class BatchWriter:
         self.topics = recreated.Topics(cfg.source, cfg.name)  # recreated topics (#41), armed by the runner
         self.ledger = Ledger(spark, cfg, run_id, on_commit, self.topics)
         self.preparer = Preparer(spark, cfg, self.ledger, self._parallel)
-        if self.preparer.formats.avro is not None:
-            self.preparer.formats.avro.client.on_outage = on_registry_outage
+        for client in self.preparer.formats.clients():
+            client.on_outage = on_registry_outage
         parts = (spark, cfg, self.ledger, self.preparer, self._parallel)
         self.one_pass, self.multi_table, self.per_table = OnePass(*parts), MultiTable(*parts), PerTable(*parts)
         self._dead_letters_ready = False
@@ -186,19 +186,19 @@ class BatchWriter:
             rows = rows.coalesce(tasks)
         formats, raw = self.preparer.formats, None
         waited = 0.0
-        if formats.avro is not None:  # the raw batch is cached first: the schema ids come from it
+        if formats.clients():  # the raw batch is cached first: the schema ids come from it
             raw = formats.with_ids(rows).persist(StorageLevel.MEMORY_AND_DISK_DESER)
-            waited = formats.avro.client.waited_s
+            waited = formats.registry_waited_s()
             try:
                 formats.resolve(self.spark, raw)
             except BaseException:
                 raw.unpersist()
                 raise
-            waited, rows = formats.avro.client.waited_s - waited, raw
+            waited, rows = formats.registry_waited_s() - waited, raw
             self.counters.registry_wait_s += waited
         route = cfg.target.route
         plain = None  # JSON: the one pass reads each value once in its write task, checks and shape included
-        if formats.avro is None and cfg.stream.one_pass_write and cfg.stream.decode_in_task:
+        if formats.json_only and cfg.stream.one_pass_write and cfg.stream.decode_in_task:
             plain = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes)
         rows = formats.with_scan(self.spark, formats.with_keys(rows))  # JSON: checks and shape, one read
         rows = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes,

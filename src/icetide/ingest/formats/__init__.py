@@ -2,10 +2,11 @@
 
 One module per format, each one :class:`~.base.ValueFormat` registered under its ``source.format``
 name (:data:`~.base.FORMATS`): JSON in :mod:`.json` (+ :mod:`.json_scan`, its one-pass checks),
-Avro in :mod:`.avro` (+ :mod:`.avro_types`, :mod:`.avro_semantic`, :mod:`.avro_rows`, and
-:mod:`.registry`, the schema-registry client a registry format shares). :mod:`.base` documents the
-stages and the invariants every format keeps. A new format is one module and its name among
-``source.format``'s values.
+Avro in :mod:`.avro` (+ :mod:`.avro_types`, :mod:`.avro_semantic`, :mod:`.avro_rows`); the
+registry formats share :mod:`.wire` (the Confluent wire format)
+and :mod:`.registry` (the schema-registry client). :mod:`.base` documents the stages and the
+invariants every format keeps. A new format is one module and its name among ``source.format``'s
+values.
 
 :class:`Formats` is what the rest of ingest talks to: the formats one pipeline reads and, with
 ``source.topic_formats``, per record which one applies (the per-topic choice is made here once:
@@ -33,6 +34,8 @@ from icetide.ingest.formats.base import FORMATS, OK, Parsed, ValueFormat
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from icetide.ingest.formats.registry import RegistryClient
+
 __all__ = ["FORMATS", "ID", "OK", "Formats", "Parsed", "ValueFormat"]
 
 
@@ -59,6 +62,28 @@ class Formats:
     def infers(self) -> bool:
         """Whether some format's tables are typed by inference over the values (JSON)."""
         return any(not f.declares_types for f in self.values.values())
+
+    @property
+    def json_only(self) -> bool:
+        """Every value and key is plain JSON text (what icetide's one-pass decoders read)."""
+        return set(self.values) == {"json"} and self.avro is None
+
+    def clients(self) -> list[RegistryClient]:
+        """The schema-registry clients of the formats (values and Avro keys); empty: no registry, so a
+        batch has no schema ids to list first."""
+        found = [c for f in self.values.values() if (c := f.registry_client()) is not None]
+        if self.avro is not None and self.avro.client not in found:
+            found.append(self.avro.client)
+        return found
+
+    def registry_waited_s(self) -> float:
+        """Seconds the formats waited for the registry so far this run (outages)."""
+        return sum(c.waited_s for c in self.clients())
+
+    def text(self) -> Column | None:
+        """Per record: its value's JSON text where a format says (JSON Schema: after the header), else
+        the value (None: every format reads the value itself)."""
+        return self._per_record(lambda f: f.text(), F.col("value").cast("string"))
 
     @property
     def envelopes(self) -> bool:

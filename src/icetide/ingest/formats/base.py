@@ -40,6 +40,8 @@ from icetide.ingest.decode import CORRUPT, PARSED
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from icetide.ingest.formats.registry import RegistryClient
+
 #: In a unified parsed struct: whether the record decoded (JSON: always true; its failures are in CORRUPT).
 OK = "__icetide_ok"
 
@@ -80,6 +82,16 @@ class ValueFormat(ABC):
 
     def resolve(self, spark: SparkSession, rows: DataFrame, mine: Column | None) -> None:
         """Learn what the batch needs (new schema ids); ``rows`` carry :meth:`with_ids`' columns."""
+        return None
+
+    def registry_client(self) -> RegistryClient | None:
+        """The schema-registry client :meth:`resolve` fetches with (None: the format reads no registry);
+        a batch of a format with one lists its ids first (:meth:`with_ids`, :meth:`resolve`)."""
+        return None
+
+    def text(self) -> Column | None:
+        """Per record: its value as JSON text, where the format's values hold one (None: the value
+        itself is read as the text, as for JSON)."""
         return None
 
     def with_scan(self, spark: SparkSession, rows: DataFrame, mine: Column | None) -> DataFrame:
