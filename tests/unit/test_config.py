@@ -131,6 +131,17 @@ def test_avro_config_errors_name_the_key_and_the_fix(tmp_path: Path) -> None:
     assert "a CDC pipeline reads one format" in errors_for(tmp_path, cdc)
 
 
+def test_json_schema_config_errors_name_the_key_and_the_fix(tmp_path: Path) -> None:
+    js = {**BASE["source"], "format": "json_schema"}
+    assert "JSON Schema needs schema_registry" in errors_for(tmp_path, {**BASE, "source": js})
+    with_registry = {**js, "schema_registry": {"url": "http://r:8081"}}
+    cdc = {**BASE, "source": with_registry, "target": {"table": "raw.orders", "cdc": {"primary_key": ["id"],
+                                                                                     "ordering": "v"}}}
+    assert "target.cdc: changes in JSON Schema values are not read yet" in errors_for(tmp_path, cdc)
+    cfg = load_config(write(tmp_path, {**BASE, "source": {**with_registry, "topic_formats": {"legacy": "json"}}}))
+    assert cfg.source.formats() == {"json_schema", "json"} and cfg.source.format_of("legacy") == "json"
+
+
 def test_topic_formats_pick_per_topic_with_a_default(tmp_path: Path) -> None:
     src = {**BASE["source"], "topic_formats": {"orders-avro.*": "avro", "legacy": "json"},
            "format": "avro", "schema_registry": {"url": "http://r:8081/apis/ccompat/v7/",

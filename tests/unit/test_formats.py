@@ -4,16 +4,23 @@ reads and how they combine."""
 
 from __future__ import annotations
 
-from typing import Any, get_args
+import json
+from typing import Any, cast, get_args
 
 import pytest
+from pydantic import ValidationError
 
+from icetide.config.registry import SchemaRegistry
 from icetide.config.source import KafkaSource, ValueFormatName
 from icetide.ingest import decode
 from icetide.ingest.formats import FORMATS, Formats
 from icetide.ingest.formats.avro import AvroFormat
 from icetide.ingest.formats.base import ValueFormat
 from icetide.ingest.formats.json import JsonFormat
+from icetide.ingest.formats.json_schema import JsonSchemaFormat
+from icetide.ingest.formats.json_schema_types import UnsupportedSchema
+from icetide.ingest.formats.registry import SchemaRefused, UnknownSchemaId
+from icetide.ingest.formats.wire import UNKNOWN_RETRY_S
 
 REGISTRY = {"url": "http://127.0.0.1:9"}
 
@@ -60,3 +67,107 @@ def test_avro_keys_under_json_values_get_a_registry_format_of_their_own() -> Non
     assert list(f.values) == ["json"] and not f.mixed
     assert isinstance(f.avro, AvroFormat) and f.avro_keys
     assert not f.envelopes  # a CDC table's JSON changes are unwrapped from the text, not decoded as Avro
+
+
+# -- JSON Schema (#42) -------------------------------------------------------------------------------
+def test_json_schema_values_declare_types_through_the_registry_and_skip_the_json_one_pass() -> None:
+    f = Formats(_source(format="json_schema", schema_registry=REGISTRY))
+    fmt = f.values["json_schema"]
+    assert isinstance(fmt, JsonSchemaFormat) and list(f.values) == ["json_schema"]
+    assert not f.mixed and not f.infers and not f.envelopes and f.avro is None
+    assert not f.json_only  # the one pass decodes plain JSON values only: the wire header is not JSON
+    assert f.clients() == [fmt.client]  # a batch lists its schema ids first (sink.py reads clients())
+
+
+def test_json_beside_json_schema_by_topic_and_avro_keys_each_bring_their_client() -> None:
+    f = Formats(_source(topic_formats={"b": "json_schema"}, key_format="avro", schema_registry=REGISTRY))
+    assert sorted(f.values) == ["json", "json_schema"] and f.mixed and f.infers and not f.json_only
+    assert f.avro is not None and f.clients() == [f.values["json_schema"].registry_client(), f.avro.client]
+    assert Formats(_source()).json_only and Formats(_source()).clients() == []
+
+
+def test_json_schema_needs_a_registry() -> None:
+    with pytest.raises(ValidationError, match="JSON Schema needs schema_registry"):
+        _source(format="json_schema")
+    with pytest.raises(ValidationError, match="Avro needs schema_registry"):  # the Avro wording stays
+        _source(format="json_schema", key_format="avro")
+    assert _source(format="json_schema", schema_registry=REGISTRY).needs_registry()
+    assert _source(topic_formats={"b": "json_schema"}, schema_registry=REGISTRY).needs_registry()
+    assert not _source().needs_registry()
+
+
+class _Registry:
+    """A registry client answering from ``schemas`` (id → answer, or an exception to raise)."""
+
+    def __init__(self, schemas: dict[int, Any]) -> None:
+        self.schemas, self.asked = schemas, []  # type: list[int]
+
+    def schema(self, sid: int) -> dict[str, Any]:
+        self.asked.append(sid)
+        got = self.schemas[sid]
+        if isinstance(got, Exception):
+            raise got
+        return dict(got)
+
+
+def _js(props: dict[str, Any]) -> dict[str, Any]:
+    return {"schemaType": "JSON", "schema": json.dumps({"type": "object", "properties": props})}
+
+
+def test_json_schema_learns_ids_refuses_what_it_cannot_read_and_believes_a_404_for_a_while() -> None:
+    now = [100.0]
+    fmt = JsonSchemaFormat(SchemaRegistry(url="http://127.0.0.1:9"), clock=lambda: now[0])
+    v1 = _js({"id": {"type": "integer"}, "name": {"type": "string"}})
+    v2 = _js({"id": {"type": "integer"}, "email": {"type": ["string", "null"]}, "name": {"type": "string"}})
+    fake = _Registry({
+        1: v1, 2: v2, 3: {"schema": '{"type": "record", "name": "R", "fields": []}'},  # Avro: no schemaType
+        4: {**v1, "references": [{"name": "a.json", "subject": "a", "version": 1}]},
+        5: UnknownSchemaId(5), 6: SchemaRefused("the registry answers HTTP 422 (bad)"),
+        7: _js({"x": {"type": "string", "pattern": "(unclosed"}}), 8: _js({"x": {"not": {}}}),
+    })
+    fmt.client = fake  # type: ignore[assignment]
+
+    def java(s: Any) -> None:  # the JVM's word on a pattern, as java_accepts gives it
+        if "(unclosed" in s.patterns:
+            raise UnsupportedSchema(f"schema id {s.id}: pattern '(unclosed' is not a Java regular expression")
+
+    fmt.learn([1, 2, 3, 4, 5, 6, 7, 8], java)
+    assert sorted(fmt.schemas) == [1, 2] and fmt.batch_ids == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert fmt.refused[3] == "schema id 3 is AVRO, not JSON Schema (source.format: json_schema)"
+    assert "uses schema references, which icetide does not resolve yet" in fmt.refused[4]
+    assert fmt.refused[6] == "schema id 6: the registry answers HTTP 422 (bad)"
+    assert "is not a Java regular expression" in fmt.refused[7] and "$.x uses 'not'" in fmt.refused[8]
+    assert 5 in fmt.unknown
+    # a schema change adding a field: the table holds both versions' fields
+    declared = fmt.declared([2, 1])
+    assert declared is not None and declared.fieldNames() == ["id", "name", "email"]
+    assert fmt.declared([5, 3]) is None
+    fake.asked.clear()
+    fmt.learn([1, 5], java)
+    assert fake.asked == []  # known ids are cached; the 404 is believed for UNKNOWN_RETRY_S
+    now[0] += UNKNOWN_RETRY_S + 1
+    fake.schemas[5] = v1
+    fmt.learn([5], java)
+    assert fake.asked == [5] and 5 in fmt.schemas and 5 not in fmt.unknown
+
+
+def test_json_schema_rules_group_by_path_and_a_schema_without_checks_adds_no_expression() -> None:
+    from icetide.ingest.formats import json_schema_checks as checks
+    from icetide.ingest.formats.json_schema_rules import Each
+    from icetide.ingest.formats.json_schema_types import parse
+
+    s = parse(1, json.dumps({"type": "object", "required": ["a"], "properties": {
+        "a": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "integer"}}}},
+        "m": {"type": ["object", "null"], "additionalProperties": {"type": "null"}}}}))
+    root = checks.tree(s.rules)
+    assert [r.keyword for r in root.rules] == ["required"] and list(root.props) == ["a", "m"]
+    assert list(root.props["a"].each[Each.ITEM].props) == ["b"]
+    assert checks.checked(root.props["a"]) and not checks.checked(root.props["m"])  # a map of nulls: nothing to check
+    assert not checks.active(s.rules[-1]) and checks.active(s.rules[0])
+    bare = parse(2, json.dumps({"type": "object", "properties": {"m": {"type": ["object", "null"], "properties": {
+        "n": {"type": ["number", "null", "integer"]}}}}}))
+    assert checks.checked(checks.tree(bare.rules))  # a scalar's type is checked even when it may be null
+    loose = parse(3, json.dumps({"type": "object", "properties": {"o": {"oneOf": [{"type": "null"}, {
+        "type": "array", "items": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {
+            "p": {"type": ["object", "null"], "additionalProperties": {"type": "null"}}}}]}}]}}}))
+    assert checks.violation(cast(Any, None), loose.rules) is None  # nothing to check: no expression at all

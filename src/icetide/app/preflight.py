@@ -1,7 +1,7 @@
 """The checks ``icetide check`` and ``icetide run`` both make before anything expensive starts: the
 config's own cross-checks (schema DDL, partition, sort and key columns) ran when it loaded; here the
 catalog is really reached (nothing created unless running), Kafka answers and has the topics, and
-with Avro the schema registry answers (its subjects for the pipeline's topics, their latest
+with Avro or JSON Schema the schema registry answers (its subjects for the pipeline's topics, their latest
 versions and compatibility levels).
 
 Invariant: ``run`` refuses exactly what ``check`` refuses, with the same one line naming the key."""
@@ -17,6 +17,7 @@ from icetide.catalog import check_reachable
 from icetide.catalog.jdbc import Purpose
 from icetide.config.ddl import suggest
 from icetide.config.models import PipelineConfig
+from icetide.config.source import REGISTRY_FORMATS
 from icetide.errors import ConfigError, IcetideError
 from icetide.ingest import source
 from icetide.ingest.formats import registry
@@ -75,9 +76,9 @@ def preflight(cfg: PipelineConfig, purpose: Purpose = "write", collect: bool = F
     else:
         out.checks.append(Check("topics", "skipped", "Kafka did not answer"))
     reg = cfg.source.schema_registry
-    if reg is not None and "avro" in cfg.source.formats():
+    if reg is not None and REGISTRY_FORMATS & cfg.source.formats():
         named = parts or dict.fromkeys(cfg.source.topics or [])
-        topics = sorted(t for t in named if cfg.source.format_of(t) == "avro")
+        topics = sorted(t for t in named if cfg.source.format_of(t) in REGISTRY_FORMATS)
 
         def subjects() -> str:
             out.subjects, warnings = registry.preflight(reg, topics)

@@ -49,7 +49,9 @@ ERROR_CLASSES = ("null_value", "empty_value", "oversized_value", "malformed_json
                  "unknown_operation", "missing_key", "missing_ordering",
                  # Avro (icetide.ingest.formats.avro)
                  "truncated_record", "bad_magic_byte", "unknown_schema_id", "unsupported_schema", "undecodable",
-                 "incompatible_schema")
+                 "incompatible_schema",
+                 # JSON Schema (icetide.ingest.formats.json_schema)
+                 "schema_violation")
 
 
 def parse(df: DataFrame, columns: tuple[Column, Column, Column],

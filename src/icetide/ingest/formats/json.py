@@ -25,6 +25,7 @@ from icetide.config.target import CdcSettings
 from icetide.ingest import names
 from icetide.ingest.decode import CORRUPT, PARSED
 from icetide.ingest.formats.base import OK, Parsed, ValueFormat, register
+from icetide.ingest.formats.wire import payload
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -77,13 +78,15 @@ def shape_column(spark: SparkSession, value: Column, max_depth: int) -> Column |
 
 
 @functools.lru_cache(maxsize=512)
-def json_columns(app: str, schema_json: str, max_value_bytes: int, parsed_name: str = PARSED
+def json_columns(app: str, schema_json: str, max_value_bytes: int, parsed_name: str = PARSED, wire: bool = False
                    ) -> tuple[Column, Column, Column]:
     """(parsed struct, error class, error message) for one schema, built once: a fan-out writes many
     tables per batch, and building these expressions costs hundreds of JVM calls. The error columns
-    read the parsed struct from column ``parsed_name``."""
+    read the parsed struct from column ``parsed_name``. ``wire``: the JSON text follows the Confluent
+    wire format's 5-byte header (JSON Schema values, :mod:`.json_schema`); the value's size limits
+    still count the whole value."""
     schema = StructType.fromJson(json.loads(schema_json))
-    text = F.col("value").cast("string")
+    text = (payload() if wire else F.col("value")).cast("string")
     if not names.renamed(schema):
         with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType())])
         parsed = F.from_json(text, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
