@@ -153,21 +153,23 @@ def test_json_schema_learns_ids_refuses_what_it_cannot_read_and_believes_a_404_f
 
 def test_json_schema_rules_group_by_path_and_a_schema_without_checks_adds_no_expression() -> None:
     from icetide.ingest.formats import json_schema_checks as checks
-    from icetide.ingest.formats.json_schema_rules import Each
+    from icetide.ingest.formats.json_schema_rules import Each, Rule
     from icetide.ingest.formats.json_schema_types import parse
 
     s = parse(1, json.dumps({"type": "object", "required": ["a"], "properties": {
         "a": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "integer"}}}},
-        "m": {"type": ["object", "null"], "additionalProperties": {"type": "null"}}}}))
+        "m": {"type": ["object", "null"], "additionalProperties": {"type": ["string", "null"]}}}}))
     root = checks.tree(s.rules)
     assert [r.keyword for r in root.rules] == ["required"] and list(root.props) == ["a", "m"]
     assert list(root.props["a"].each[Each.ITEM].props) == ["b"]
-    assert checks.checked(root.props["a"]) and not checks.checked(root.props["m"])  # a map of nulls: nothing to check
-    assert not checks.active(s.rules[-1]) and checks.active(s.rules[0])
-    bare = parse(2, json.dumps({"type": "object", "properties": {"m": {"type": ["object", "null"], "properties": {
-        "n": {"type": ["number", "null", "integer"]}}}}}))
-    assert checks.checked(checks.tree(bare.rules))  # a scalar's type is checked even when it may be null
-    loose = parse(3, json.dumps({"type": "object", "properties": {"o": {"oneOf": [{"type": "null"}, {
-        "type": "array", "items": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {
-            "p": {"type": ["object", "null"], "additionalProperties": {"type": "null"}}}}]}}]}}}))
-    assert checks.violation(cast(Any, None), loose.rules) is None  # nothing to check: no expression at all
+    assert [r.arg for r in root.props["m"].each[Each.VALUE].rules] == [("string", "null")]
+    # a nullable object or array is the table parse's to type; a scalar's type and a null type are checked
+    assert not checks.active(Rule(("m",), "type", ("object", "null")))
+    assert not checks.active(Rule(("m",), "type", ("array", "null")))
+    assert checks.active(Rule(("m",), "type", ("object",)))  # an explicit null where none is allowed
+    assert checks.active(Rule(("m",), "type", ("string", "null")))
+    assert checks.active(Rule(("m",), "type", ("null",)))  # no column holds it: any other value would be lost
+    assert checks.checked(root.props["m"]) and checks.checked(root.props["a"])
+    loose = [Rule(("o",), "type", ("object", "null")), Rule(("o", "p"), "type", ("array", "null"))]
+    assert not checks.checked(checks.tree(loose))
+    assert checks.violation(cast(Any, None), tuple(loose)) is None  # nothing to check: no expression at all

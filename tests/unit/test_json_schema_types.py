@@ -310,6 +310,7 @@ def test_a_dead_letter_names_the_failing_path_and_what_is_wrong() -> None:
     assert json_path(("m", Each.VALUE)) == "$.m.*"
     assert message(Rule(("x",), "type", ("integer", "null"))) == "is not of type integer"
     assert message(Rule(("x",), "type", ("integer",)), null=True) == "is null, which type integer does not allow"
+    assert message(Rule(("x",), "type", ("null",))) == "is not of type null"
     assert message(Rule(("x",), "enum", tuple(range(7)))) == "is not one of [0, 1, 2, 3, 4, … 7 values]"
     assert message(Rule(("x",), "exclusiveMinimum", 0)) == "is not greater than 0 (exclusiveMinimum)"
     assert message(Rule(("x",), "const", "a")) == 'is not "a"'

@@ -52,12 +52,12 @@ def tree(rules: tuple[Rule, ...] | list[Rule]) -> Node:
 
 
 def active(rule: Rule) -> bool:
-    """Whether ``rule`` checks anything here (a ``type`` that allows null and names no scalar type is
-    the table parse's to enforce)."""
+    """Whether ``rule`` checks anything here (a ``type`` that allows null and names an object or
+    array is the table parse's to enforce)."""
     if rule.keyword != "type":
         return True
     kinds = [t for t in rule.arg if t != "null"]
-    return "null" not in rule.arg or (bool(kinds) and set(kinds) <= SCALARS)
+    return "null" not in rule.arg or not kinds or set(kinds) <= SCALARS
 
 
 def checked(node: Node) -> bool:
@@ -164,6 +164,8 @@ def value_checks(v: Column, rules: list[Rule], where: Column) -> list[tuple[Colu
                 fits = reduce(lambda x, y: x | y, [is_kind(kind, t) for t in kinds])
                 out.append((present & ~fits, F.concat(where, F.lit(": " + message(r) + " ("), kind_name(kind),
                                                       F.lit(")"))))
+            elif not kinds:  # type null: no column holds the field, so any other value would be lost
+                out.append((present, F.concat(where, F.lit(": " + message(r) + " ("), kind_name(kind), F.lit(")"))))
         elif k in ("enum", "const"):
             out.append((present & ~_one_of(v, kind, text, number, a if k == "enum" else (a,)), said(r)))
         elif k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):

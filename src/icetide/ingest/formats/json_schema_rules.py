@@ -65,7 +65,7 @@ def message(rule: Rule, null: bool = False) -> str:
     for a ``type`` rule, the value is a null the type does not allow."""
     k, a = rule.keyword, rule.arg
     if k == "type":
-        kinds = " or ".join(t for t in a if t != "null")
+        kinds = " or ".join(t for t in a if t != "null") or "null"
         return f"is null, which type {kinds} does not allow" if null else f"is not of type {kinds}"
     if k == "enum":
         return f"is not one of {_values(a)}"[:300]
