@@ -151,6 +151,24 @@ def test_json_schema_learns_ids_refuses_what_it_cannot_read_and_believes_a_404_f
     assert fake.asked == [5] and 5 in fmt.schemas and 5 not in fmt.unknown
 
 
+def test_a_table_fed_by_two_declaring_formats_holds_both_their_fields() -> None:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    class Declares:
+        def __init__(self, t: StructType) -> None:
+            self.t = t
+
+        def declared(self, ids: list[int], cdc: Any = None) -> StructType:
+            return self.t
+
+    f = Formats(_source(format="json_schema", topic_formats={"b": "avro"}, schema_registry=REGISTRY))
+    f.values = {"avro": cast(Any, Declares(StructType([StructField("id", LongType())]))),
+                "json_schema": cast(Any, Declares(StructType([StructField("id", LongType()),
+                                                              StructField("name", StringType())])))}
+    declared = f.declared([1, 2])
+    assert declared is not None and declared.fieldNames() == ["id", "name"]
+
+
 def test_json_schema_rules_group_by_path_and_a_schema_without_checks_adds_no_expression() -> None:
     from icetide.ingest.formats import json_schema_checks as checks
     from icetide.ingest.formats.json_schema_rules import Each, Rule

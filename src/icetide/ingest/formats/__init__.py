@@ -31,6 +31,7 @@ from icetide.config.source import KafkaSource
 from icetide.config.target import CdcSettings, RouteSettings
 from icetide.ingest import decode
 from icetide.ingest.formats.avro import ID, KEY_ID, KEY_TEXT, AvroFormat, schema_id
+from icetide.ingest.formats.avro_types import merged
 from icetide.ingest.formats.base import FORMATS, OK, Parsed, ValueFormat
 
 if TYPE_CHECKING:
@@ -185,8 +186,10 @@ class Formats:
         return rows.drop(*drop) if drop else rows
 
     def declared(self, ids: list[int], cdc: CdcSettings | None = None) -> StructType | None:
+        """The record type of a table whose records carry schema ``ids``: every declaring format's
+        fields (a table fed by Avro and JSON Schema topics holds both)."""
         types = [t for f in self.values.values() if (t := f.declared(ids, cdc)) is not None]
-        return types[0] if types else None
+        return merged(types) if types else None
 
     def parse_columns(self, spark: SparkSession, schema: StructType, max_value_bytes: int,
                       parsed_name: str = decode.PARSED, cdc: CdcSettings | None = None) -> Parsed:
