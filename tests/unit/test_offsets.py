@@ -138,3 +138,38 @@ def test_item9_lost_ranges_are_the_part_of_a_batch_kafka_no_longer_holds() -> No
     assert above(lost, {}) == lost
     # #41, hole 5: a partition new to the query (no position before the batch) lost nothing
     assert lost_ranges(ranges, low, read={("t", 0), ("u", 0)}) == {("t", 0): (100, 150)}
+
+
+def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent() -> None:
+    """Chaos seed 4327: the probe ran before retention cut the whole of batch 0's range on one topic;
+    Spark's reader then skipped it (on_data_loss: continue) and nothing was reported. Right before a
+    commit the probe is asked again: before any commit of the batch, a race replays the batch (its
+    probe then reports exactly what is gone); after one, the new range is reported."""
+    import pytest
+
+    from icetide.ingest.source import RetentionRace, beyond, recheck
+
+    ranges = BatchRanges({("a", 0): (0, 748), ("a", 1): (0, 760), ("b", 0): (0, 535)})
+
+    class Probe:
+        def __init__(self, low: dict[tuple[str, int], int]) -> None:
+            self.low = low
+
+        def lost(self, r: BatchRanges, read: object = None) -> dict[tuple[str, int], tuple[int, int]]:
+            from icetide.ingest.source import lost_ranges
+
+            return lost_ranges(r, self.low)
+
+    assert beyond({("a", 0): (0, 748), ("a", 1): (0, 500)}, {("a", 0): (0, 300)}) == {("a", 0): (300, 748),
+                                                                                  ("a", 1): (0, 500)}
+    nothing_new = Probe({("a", 0): 0, ("a", 1): 0, ("b", 0): 0})
+    assert recheck(nothing_new, ranges, None, {}, 0, lambda: {}) == {}
+    raced = Probe({("a", 0): 1087, ("a", 1): 1130, ("b", 0): 0})
+    with pytest.raises(RetentionRace, match=r"a\[0\] offsets 0-747 \(748 records\)"):
+        recheck(raced, ranges, None, {}, 0, lambda: {})
+    # already reported by the batch's own probe: nothing new, no replay
+    assert recheck(raced, ranges, None, {("a", 0): (0, 748), ("a", 1): (0, 760)}, 0, lambda: {}) == {}
+    # a replay of a batch whose tables hold it all: nothing lost, so no endless replays
+    assert recheck(raced, ranges, None, {}, 0, lambda: {("a", 0): 748, ("a", 1): 760}) == {}
+    # after a commit of the batch: reported, not replayed (the tables' offsets are not asked)
+    assert recheck(raced, ranges, None, {}, 1, lambda: {}) == {("a", 0): (0, 748), ("a", 1): (0, 760)}

@@ -69,6 +69,11 @@ class Ledger:
         self.cfg = cfg
         self.run_id = run_id
         self.on_commit = on_commit
+        #: called right before each commit of a batch lands (after its data was read and written);
+        #: raising lands nothing of it. The sink's retention recheck (:meth:`BatchWriter._recheck`).
+        self.before_commit: Callable[[], None] | None = None
+        #: commits landed since the sink's batch began (:meth:`finish` counts them)
+        self.committed_in_batch = 0
         #: the topics' incarnations (#41): offsets of a deleted topic are set aside when a table is read
         self.topics = topics or Topics(cfg.source, cfg.name)
         self._watermarks: dict[str, Watermark | None] = {}
@@ -188,6 +193,8 @@ class Ledger:
     def commit_written(self, p: Pending, job: multi_write.MultiTableWrite, name: str) -> None:
         """Commit the files ``job`` wrote for ``name`` (namespace.table), fenced against ``p.base``."""
         faults.point("before_table_commit", name)
+        if self.before_commit is not None:
+            self.before_commit()
         if not self.fencing():
             self.check_fresh(p)
             job.commit(name)
@@ -206,7 +213,7 @@ class Ledger:
             self.check_fresh(p)
             return None
         run, batch = p.base
-        return Fence(self.cfg.name, run, batch, f"icetide_{self.run_id}")
+        return Fence(self.cfg.name, run, batch, f"icetide_{self.run_id}", self.before_commit)
 
     def check_fresh(self, p: Pending) -> None:
         """Fail with :class:`FencedError` if another process of the pipeline committed to the table
@@ -225,6 +232,7 @@ class Ledger:
         new.kafka_ts_max = ts_max
         self._watermarks[p.table] = new
         self._recent[p.table] = new.batch
+        self.committed_in_batch += 1
         if p.table not in self._swept:  # once per table per run, and again after any failure
             self._swept.add(p.table)
             try:
@@ -377,14 +385,6 @@ class Ledger:
                 self._mirror(table, wm, force=True)
             except Exception as e:  # the snapshot summaries still hold it
                 log.warning("could not mirror the watermark of %s: %s", table, str(e).splitlines()[0][:200])
-
-
-def scan_ranges(parsed: DataFrame) -> BatchRanges:
-    """Offsets per partition by scanning the batch (fallback when the offset log is unreadable)."""
-    rows = parsed.groupBy("_kafka_topic", "_kafka_partition").agg(
-        F.min("_kafka_offset").alias("lo"), F.max("_kafka_offset").alias("hi")).collect()
-    return BatchRanges({(r["_kafka_topic"], int(r["_kafka_partition"])): (int(r["lo"]), int(r["hi"]) + 1)
-                        for r in rows})
 
 
 def not_below(wm: Watermark, ranges: BatchRanges) -> Column | None:

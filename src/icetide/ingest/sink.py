@@ -17,9 +17,7 @@ tables exist and whose record shapes are known (most batches of a running stream
 one table) is first written in one pass with no cache (:mod:`icetide.ingest.one_pass`); steps 1–5
 then run only on what that pass left.
 
-This module orchestrates; the stages live beside it: admit/route and shape/evolve in
-:mod:`icetide.ingest.prepare`, the write strategies in :mod:`icetide.ingest.strategies`, commit
-with the offsets ledger in :mod:`icetide.ingest.ledger`.
+This module orchestrates; the stages live beside it (:mod:`.prepare`, :mod:`.strategies`, :mod:`.ledger`).
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ from icetide.config.models import PipelineConfig
 from icetide.errors import BATCH_MARKER, BatchFailedError, DataLossError, FencedError, IcetideError, is_fenced
 from icetide.ingest import decode, evolution, multi_write, one_pass, recreated, routing, shapes, source
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
-from icetide.ingest.ledger import Ledger, scan_ranges
+from icetide.ingest.ledger import Ledger
 from icetide.ingest.one_pass import OnePass
 from icetide.ingest.prepare import CONFIG_ROOTED, Preparer
 from icetide.ingest.strategies import BatchContext, BatchState, MultiTable, PerTable
@@ -120,8 +118,7 @@ class BatchWriter:
         self.preparer.forget()
 
     def flush_mirrors(self) -> None:
-        """On shutdown: mirror the watermarks not yet copied, append the batch log's kept rows;
-        release the retention probe."""
+        """On shutdown: mirror the watermarks not yet copied, flush the batch log, close the retention probe."""
         self._retention.close()
         self.ledger.flush_mirrors()
         self._batch_log.flush()
@@ -152,7 +149,7 @@ class BatchWriter:
             self.forget_watermarks()
             raise
         finally:
-            self.in_flight_since_ms = None
+            self.in_flight_since_ms, self.ledger.before_commit = None, None
         if result is not None:
             result.lost = {f"{t}[{p}]": [a, b] for (t, p), (a, b) in self._lost.items()}
             self.counters.add(result)
@@ -172,9 +169,13 @@ class BatchWriter:
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
-        self._lost = self._retention.lost(ranges, self._read_before)
+        self._lost, tables = self._retention.lost(ranges, self._read_before), [self.q(t) for t in self.tables()]
         if self._lost:  # a batch replayed after its commits lost nothing it had written
-            self._lost = source.above(self._lost, self.ledger.held([self.q(t) for t in self.tables()]))
+            self._lost = source.above(self._lost, self.ledger.held(tables))
+        self.ledger.committed_in_batch = 0  # and before each commit, what retention deleted meanwhile
+        self.ledger.before_commit = lambda: self._lost.update(source.recheck(
+            self._retention, ranges, self._read_before, self._lost, self.ledger.committed_in_batch,
+            lambda: self.ledger.held(tables)))
         if self._lost:
             if cfg.source.on_data_loss == "stop":
                 raise DataLossError(self._data_loss_message(source.describe_lost(self._lost)))
@@ -393,7 +394,7 @@ class BatchWriter:
             | {tp for tp in bounds[1] if tp[0] in {t for (t, _), o in bounds[0].items() if o >= 0}})
         if bounds is None:
             log.warning("offset log of batch %s not readable in %s; scanning the batch", batch_id, location)
-            return scan_ranges(parsed)
+            return source.scan_ranges(parsed)
         self.topics.check_batch(self.spark, location, batch_id, *bounds)  # a topic recreated meanwhile?
         planned = checkpoint.batch_time_ms(self.spark, location, batch_id)
         return BatchRanges(checkpoint.ranges_of(*bounds), planned_at_ms=planned)

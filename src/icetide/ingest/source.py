@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from icetide import secrets
 from icetide.config.source import KafkaSource
-from icetide.errors import ServiceUnreachableError
+from icetide.errors import ServiceUnreachableError, TransientError
 from icetide.lake.offsets import BatchRanges, TopicPartition
 
 if TYPE_CHECKING:
@@ -174,45 +175,89 @@ def above(lost: Lost, held: dict[TopicPartition, int]) -> Lost:
     return out
 
 
+def scan_ranges(parsed: DataFrame) -> BatchRanges:
+    """Offsets per partition by scanning the batch (fallback when the offset log is unreadable)."""
+    from pyspark.sql import functions as F
+
+    rows = parsed.groupBy("_kafka_topic", "_kafka_partition").agg(
+        F.min("_kafka_offset").alias("lo"), F.max("_kafka_offset").alias("hi")).collect()
+    return BatchRanges({(r["_kafka_topic"], int(r["_kafka_partition"])): (int(r["lo"]), int(r["hi"]) + 1)
+                        for r in rows})
+
+
+def beyond(lost: Lost, reported: Lost) -> Lost:
+    """What of ``lost`` is not already in ``reported`` (both per partition, [start, end))."""
+    out = {}
+    for tp, (a, b) in sorted(lost.items()):
+        start = max(a, reported[tp][1]) if tp in reported else a
+        if b > start:
+            out[tp] = (start, b)
+    return out
+
+
 def describe_lost(lost: dict[TopicPartition, tuple[int, int]]) -> str:
     return ", ".join(f"{t}[{p}] offsets {a}-{b - 1} ({b - a} records)" for (t, p), (a, b) in sorted(lost.items()))
 
 
+class RetentionRace(TransientError):
+    """Kafka deleted records of a batch's range while the batch read them (after its probe), before
+    any of its commits: the batch is replayed, and its probe then reports exactly what is gone."""
+
+
+def recheck(probe: RetentionProbe, ranges: BatchRanges, read: set[TopicPartition] | None, reported: Lost,
+            committed: int, held: Callable[[], dict[TopicPartition, int]]) -> Lost:
+    """Right before a commit of the batch: what of ``ranges`` Kafka deleted since the probe, beyond
+    ``reported``. Spark's reader skips what is gone (``on_data_loss: continue``), so without this a
+    deletion racing the read would go unreported. With nothing of the batch committed yet
+    (``committed``), :class:`RetentionRace` (replay); else the new range, to report (some of it may
+    have been read before it was deleted: reported as lost all the same, never silently). ``held``:
+    what the tables hold (:func:`above`), asked only when something is new."""
+    new = beyond(probe.lost(ranges, read), reported)
+    if new and committed == 0:  # what the tables held before this batch's commits was never lost
+        new = above(new, held())
+    if not new:
+        return {}
+    if committed == 0:
+        raise RetentionRace(f"Kafka deleted records of this batch while it read them ({describe_lost(new)}): "
+                            "replaying the batch, which reports what is gone")
+    log.warning("Kafka deleted records of the batch while its commits were landing; reported as lost: %s",
+                describe_lost(new))
+    return new
+
+
 class RetentionProbe:
-    """The oldest offset Kafka retains per partition, from one consumer kept for the run (a batch
-    asks once, before it reads: one round trip to the broker)."""
+    """The oldest offset Kafka retains per partition, from one admin client kept for the run (one
+    ``ListOffsets`` request for all of a batch's partitions: a batch asks before it reads, and again
+    before each commit, :func:`recheck`)."""
 
     def __init__(self, src: KafkaSource) -> None:
         self.src = src
-        self._consumer: Any = None
+        self._admin: Any = None
 
     def lost(self, ranges: BatchRanges, read: set[TopicPartition] | None = None) -> Lost:
         """What of ``ranges`` Kafka no longer holds (empty when it could not be asked); ``read``: see
         :func:`lost_ranges`."""
         from confluent_kafka import TopicPartition as KafkaTopicPartition
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
         tps = [tp for tp, (start, end) in ranges.ranges.items() if end > start and (read is None or tp in read)]
         if not tps:
             return {}
         try:
-            if self._consumer is None:
-                from confluent_kafka import Consumer
+            if self._admin is None:
+                from confluent_kafka.admin import AdminClient
 
-                self._consumer = Consumer({**client_conf(self.src), "group.id": "icetide-offset-probe",
-                                           "log_level": 0, "enable.auto.commit": False})
-            low = {(t, p): int(self._consumer.get_watermark_offsets(KafkaTopicPartition(t, p), timeout=10)[0])
-                   for t, p in tps}
+                self._admin = AdminClient({**client_conf(self.src), "log_level": 0})
+            asked = self._admin.list_offsets({KafkaTopicPartition(t, p): OffsetSpec.earliest() for t, p in tps},
+                                             request_timeout=10)
+            low = {(k.topic, k.partition): int(f.result(15).offset) for k, f in asked.items()}
         except Exception:  # the read itself will tell; a probe never fails a batch
             self.close()
             return {}
         return lost_ranges(ranges, low, read)
 
     def close(self) -> None:
-        if self._consumer is not None:
-            try:
-                self._consumer.close()
-            finally:
-                self._consumer = None
+        self._admin = None  # an AdminClient has no close(): dropping it stops its threads
 
 
 def _watermarks(src: KafkaSource, tps: list[TopicPartition], which: int, timeout: float = 10

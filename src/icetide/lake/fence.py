@@ -39,6 +39,8 @@ class Fence:
     run: str | None
     batch: int
     branch: str
+    #: called once the write is on the branch, right before it lands on main; raising lands nothing
+    before_publish: Callable[[], None] | None = None
 
 
 def fenced_append(spark: SparkSession, table: str, files: object, tags: dict[str, str], pipeline: str,
@@ -72,6 +74,8 @@ def fenced_write(spark: SparkSession, table: str, fence: Fence, write: Callable[
     try:
         write(f"{table}.branch_{fence.branch}")  # reads the branch (main's head when staged), commits to it
         faults.point("between_write_and_publish", table)
+        if fence.before_publish is not None:
+            fence.before_publish()
         refused = ledger_fence.publish(handle, fence.branch, int(staged), merge, fence.pipeline, fence.run,
                                        fence.batch)
         if refused is not None:
