@@ -34,17 +34,16 @@ if TEST_JVM_OPTS and "SPARK_SUBMIT_OPTS" not in os.environ:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def driver_class_archive() -> Path | None:
+def driver_class_archive(kafka: LocalKafka) -> Path | None:
     """The short-lived drivers also map their classes from a CDS archive (tests/fixtures/cds.py): made
-    once per classpath (about 50 s), then every `icetide run` start saves about 5 s of class loading.
-    ICETIDE_TEST_CDS=0 runs without it."""
+    once per classpath by a small real run on this worker's broker (about 40 s), then every
+    `icetide run` start loads thousands of classes fewer. ICETIDE_TEST_CDS=0 runs without it."""
     if os.environ.get("SPARK_SUBMIT_OPTS") != TEST_JVM_OPTS or os.environ.get("ICETIDE_TEST_CDS") == "0":
         return None
     from tests.fixtures import cds
 
-    path = cds.archive(TEST_JVM_OPTS)
-    if path is not None:
-        os.environ["SPARK_SUBMIT_OPTS"] = cds.options(TEST_JVM_OPTS)
+    path = cds.archive(TEST_JVM_OPTS, kafka.bootstrap)
+    os.environ["SPARK_SUBMIT_OPTS"] = cds.options(TEST_JVM_OPTS, path)
     return path
 
 

@@ -19,9 +19,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from icetide.ingest import decode, names
+from icetide.ingest import decode
 from icetide.ingest.formats import json_scan as checks
 from icetide.ingest.formats.json import json_columns
+from icetide.ingest.names import RESERVED_PREFIXES
 from tests.fixtures.hostile import baseline, generate
 
 MAX_DEPTH, MAX_FIELDS, MAX_BYTES = 32, 2000, 20_000
@@ -123,8 +124,8 @@ def _usual(df: DataFrame) -> DataFrame:
 def _decoded(df: DataFrame) -> DataFrame:
     spark = df.sparkSession
     jvm: Any = spark._jvm
-    prefixes = spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(names.RESERVED_PREFIXES))  # type: ignore[union-attr]
-    for i, p in enumerate(names.RESERVED_PREFIXES):
+    prefixes = spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(RESERVED_PREFIXES))  # type: ignore[union-attr]
+    for i, p in enumerate(RESERVED_PREFIXES):
         prefixes[i] = p
     tz = spark.conf.get("spark.sql.session.timeZone")
     jdf = jvm.io.icetide.spark.JsonDecoding.decode(df._jdf, SCHEMA.json(), tz, MAX_DEPTH, MAX_FIELDS, prefixes,
@@ -226,7 +227,7 @@ def _routed(spark: Any, corpus: list[tuple[str, bytes | None]], route: Any, topi
     ns_pieces, table_pieces = routing.template_pieces(route)
     jdf = jvm.io.icetide.spark.JsonDecoding.decodeRouted(
         df._jdf, SCHEMA.json(), spark.conf.get("spark.sql.session.timeZone"), MAX_DEPTH, MAX_FIELDS,
-        arr(list(names.RESERVED_PREFIXES)), MAX_BYTES, arr(route.name.split(".")), arr(ns_pieces), arr(table_pieces),
+        arr(list(RESERVED_PREFIXES)), MAX_BYTES, arr(route.name.split(".")), arr(ns_pieces), arr(table_pieces),
         arr(tables), routing.table_column(route, reserved, MAX_BYTES)._jc)
     got = {r["key"]: r for r in DataFrame(jdf, spark).collect()}
     allowed = {t for t in tables if t is not None}

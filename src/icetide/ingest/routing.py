@@ -46,9 +46,12 @@ def _text() -> Column:
 
 
 def raw_value(route: RouteSettings) -> Column:
-    """The routing value as the record carries it (null when absent)."""
+    """The routing value as the record carries it (null when absent; ``record_name``: only a
+    format that names its records has one, :meth:`icetide.ingest.formats.Formats.route_value`)."""
     if route.by == "topic":
         return F.col("_kafka_topic")
+    if route.by == "record_name":
+        return F.lit(None).cast("string")
     assert route.name is not None
     if route.by == "field":
         # route.name is a validated dot path (config), never record data.
