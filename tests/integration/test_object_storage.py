@@ -41,20 +41,25 @@ def test_exactly_once_then_maintenance_and_reads_on_object_storage(  # type: ign
     cfg = routed_pipeline(kafka, tmp_path, ns, topic, s3_catalogs[catalog])
     log = tmp_path / "run.log"
 
-    # 1) after a completed batch, 2) while a commit is in flight, 3) at a random moment
-    proc = start(cfg, log)
-    wait_for(log, r'"event": "batch"', 0, timeout=300)
-    time.sleep(rng.uniform(0.0, 2.0))
-    kill_group(proc)
-    pos = log.stat().st_size
+    # 1) after a completed batch, 2) while a commit is in flight, 3) at a random moment. The kill in a
+    # commit is the one that meets the catalog's own commit; 1) and 3) are catalog-independent and run
+    # once here (and on the embedded catalog in test_crash): about 70 s of CI less.
+    every = catalog == "iceberg-rest"
+    if every:
+        proc = start(cfg, log)
+        wait_for(log, r'"event": "batch"', 0, timeout=300)
+        time.sleep(rng.uniform(0.0, 2.0))
+        kill_group(proc)
+    pos = log.stat().st_size if log.exists() else 0
     proc = start(cfg, log)
     m = wait_for(log, r"committing batch (\d+) to (\S+)", pos, timeout=300)
     time.sleep(rng.uniform(0.0, 0.15))
     kill_group(proc)
     assert f'"batch": {m.group(1)},' not in log.read_text(errors="replace")[m.end():], "kill landed after the batch"
-    proc = start(cfg, log)
-    time.sleep(rng.uniform(4.0, 12.0))
-    kill_group(proc)
+    if every:
+        proc = start(cfg, log)
+        time.sleep(rng.uniform(4.0, 12.0))
+        kill_group(proc)
     # 4) the checkpoint is lost: the run resumes from the offsets the tables hold
     shutil.rmtree(tmp_path / "checkpoint", ignore_errors=True)
     pos = log.stat().st_size
