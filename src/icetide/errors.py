@@ -89,6 +89,6 @@ _CONFLICT_MARKERS = ("CommitFailedException", "ValidationException", "found new 
 def is_commit_conflict(exc: BaseException) -> bool:
     """True when ``exc`` is a commit conflict with a concurrent writer (transient: retry the commit)."""
     if isinstance(exc, IcetideError):
-        return not exc.terminal
+        return not exc.terminal and not getattr(exc, "replays_batch", False)
     text = str(exc)
     return any(m in text for m in _CONFLICT_MARKERS)

@@ -142,12 +142,14 @@ def test_item9_lost_ranges_are_the_part_of_a_batch_kafka_no_longer_holds() -> No
 
 def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent() -> None:
     """Chaos seed 4327: the probe ran before retention cut the whole of batch 0's range on one topic;
-    Spark's reader then skipped it (on_data_loss: continue) and nothing was reported. Right before a
-    commit the probe is asked again: before any commit of the batch, a race replays the batch (its
-    probe then reports exactly what is gone); after one, the new range is reported."""
+    Spark's reader then skipped it (on_data_loss: continue) and nothing was reported. Right before each
+    commit the probe is asked again: before any commit of the batch began, a race replays the batch
+    once (its probe then reports exactly what is gone) and no later commit of it lands; after one
+    began, or on the batch's second race, the new range is reported."""
     import pytest
 
-    from icetide.ingest.source import RetentionRace, beyond, recheck
+    from icetide.errors import is_commit_conflict
+    from icetide.ingest.source import Recheck, RetentionRace, add_lost, beyond, lost_ranges
 
     ranges = BatchRanges({("a", 0): (0, 748), ("a", 1): (0, 760), ("b", 0): (0, 535)})
 
@@ -156,20 +158,39 @@ def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent
             self.low = low
 
         def lost(self, r: BatchRanges, read: object = None) -> dict[tuple[str, int], tuple[int, int]]:
-            from icetide.ingest.source import lost_ranges
-
             return lost_ranges(r, self.low)
 
     assert beyond({("a", 0): (0, 748), ("a", 1): (0, 500)}, {("a", 0): (0, 300)}) == {("a", 0): (300, 748),
                                                                                   ("a", 1): (0, 500)}
-    nothing_new = Probe({("a", 0): 0, ("a", 1): 0, ("b", 0): 0})
-    assert recheck(nothing_new, ranges, None, {}, 0, lambda: {}) == {}
+    reported = {("a", 0): (0, 300)}
+    add_lost(reported, {("a", 0): (300, 748), ("b", 0): (0, 5)})
+    assert reported == {("a", 0): (0, 748), ("b", 0): (0, 5)}  # a continued range joins the reported one
+
+    def held() -> dict[tuple[str, int], int]:
+        return {}
+
     raced = Probe({("a", 0): 1087, ("a", 1): 1130, ("b", 0): 0})
-    with pytest.raises(RetentionRace, match=r"a\[0\] offsets 0-747 \(748 records\)"):
-        recheck(raced, ranges, None, {}, 0, lambda: {})
+    lost: dict[tuple[str, int], tuple[int, int]] = {}
+    Recheck(Probe({("a", 0): 0, ("a", 1): 0, ("b", 0): 0}), ranges, None, lost, held, True)()
+    assert lost == {}
+    check = Recheck(raced, ranges, None, lost, held, True)
+    with pytest.raises(RetentionRace, match=r"a\[0\] offsets 0-747 \(748 records\)") as e:
+        check()
+    assert not is_commit_conflict(e.value), "a race is not retried as a commit conflict"
+    with pytest.raises(RetentionRace):  # the batch's other commits (other threads) land nothing either
+        check()
     # already reported by the batch's own probe: nothing new, no replay
-    assert recheck(raced, ranges, None, {("a", 0): (0, 748), ("a", 1): (0, 760)}, 0, lambda: {}) == {}
+    Recheck(raced, ranges, None, {("a", 0): (0, 748), ("a", 1): (0, 760)}, held, True)()
     # a replay of a batch whose tables hold it all: nothing lost, so no endless replays
-    assert recheck(raced, ranges, None, {}, 0, lambda: {("a", 0): 748, ("a", 1): 760}) == {}
-    # after a commit of the batch: reported, not replayed (the tables' offsets are not asked)
-    assert recheck(raced, ranges, None, {}, 1, lambda: {}) == {("a", 0): (0, 748), ("a", 1): (0, 760)}
+    Recheck(raced, ranges, None, {}, lambda: {("a", 0): 748, ("a", 1): 760}, True)()
+    # after a commit of the batch began: reported (wide), not replayed
+    lost = {}
+    later = Recheck(Probe({("a", 0): 0, ("a", 1): 0, ("b", 0): 0}), ranges, None, lost, held, True)
+    later()
+    later.probe = raced
+    later()
+    assert lost == {("a", 0): (0, 748), ("a", 1): (0, 760)}
+    # the batch raced once already: its replay reports instead of replaying again
+    lost = {}
+    Recheck(raced, ranges, None, lost, held, False)()
+    assert lost == {("a", 0): (0, 748), ("a", 1): (0, 760)}

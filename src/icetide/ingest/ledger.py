@@ -70,10 +70,8 @@ class Ledger:
         self.run_id = run_id
         self.on_commit = on_commit
         #: called right before each commit of a batch lands (after its data was read and written);
-        #: raising lands nothing of it. The sink's retention recheck (:meth:`BatchWriter._recheck`).
+        #: raising lands nothing of it. The sink's retention recheck (:class:`~icetide.ingest.source.Recheck`).
         self.before_commit: Callable[[], None] | None = None
-        #: commits landed since the sink's batch began (:meth:`finish` counts them)
-        self.committed_in_batch = 0
         #: the topics' incarnations (#41): offsets of a deleted topic are set aside when a table is read
         self.topics = topics or Topics(cfg.source, cfg.name)
         self._watermarks: dict[str, Watermark | None] = {}
@@ -232,7 +230,6 @@ class Ledger:
         new.kafka_ts_max = ts_max
         self._watermarks[p.table] = new
         self._recent[p.table] = new.batch
-        self.committed_in_batch += 1
         if p.table not in self._swept:  # once per table per run, and again after any failure
             self._swept.add(p.table)
             try:

@@ -93,6 +93,7 @@ class BatchWriter:
         self._dead_letters_ready = False
         self._retention = source.RetentionProbe(cfg.source)
         self._lost: dict[tuple[str, int], tuple[int, int]] = {}
+        self._raced: set[int] = set()  # batches a retention race replayed once (next time: reported wide)
         #: the partitions the query had a position in before the batch (None: unknown, all count)
         self._read_before: set[tuple[str, int]] | None = None
         self._batch_log = BatchLog(spark, cfg, run_id)
@@ -149,6 +150,7 @@ class BatchWriter:
             self.forget_watermarks()
             raise
         finally:
+            self._raced |= {batch_id} if getattr(self.ledger.before_commit, "raced", False) else set()
             self.in_flight_since_ms, self.ledger.before_commit = None, None
         if result is not None:
             result.lost = {f"{t}[{p}]": [a, b] for (t, p), (a, b) in self._lost.items()}
@@ -170,18 +172,16 @@ class BatchWriter:
         if not ranges.ranges:
             return None
         self._lost, tables = self._retention.lost(ranges, self._read_before), [self.q(t) for t in self.tables()]
-        if self._lost:  # a batch replayed after its commits lost nothing it had written
-            self._lost = source.above(self._lost, self.ledger.held(tables))
-        self.ledger.committed_in_batch = 0  # and before each commit, what retention deleted meanwhile
-        self.ledger.before_commit = lambda: self._lost.update(source.recheck(
-            self._retention, ranges, self._read_before, self._lost, self.ledger.committed_in_batch,
-            lambda: self.ledger.held(tables)))
+        self._lost = source.above(self._lost, self.ledger.held(tables)) if self._lost else {}  # replays keep theirs
+        if cfg.source.on_data_loss == "continue":  # and before each commit, what retention deleted meanwhile
+            self.ledger.before_commit = source.Recheck(self._retention, ranges, self._read_before, self._lost,
+                                                       lambda: self.ledger.held(tables), batch_id not in self._raced)
         if self._lost:
             if cfg.source.on_data_loss == "stop":
                 raise DataLossError(self._data_loss_message(source.describe_lost(self._lost)))
-            log.warning("Kafka deleted records before the pipeline read them (retention); going on from the "
-                        "oldest records still there (source.on_data_loss: continue). Lost in batch %s: %s",
-                        batch_id, source.describe_lost(self._lost))
+            log.warning("Kafka deleted records before the pipeline read them (retention); going on from the oldest "
+                        "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id,
+                        source.describe_lost(self._lost))
         tasks = source.batch_tasks(cfg.source, ranges, self.spark.sparkContext.defaultParallelism)
         if tasks is not None:  # fewer, larger files: the Kafka read and every write run in ``tasks`` tasks
             rows = rows.coalesce(tasks)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -201,28 +202,49 @@ def describe_lost(lost: dict[TopicPartition, tuple[int, int]]) -> str:
 
 class RetentionRace(TransientError):
     """Kafka deleted records of a batch's range while the batch read them (after its probe), before
-    any of its commits: the batch is replayed, and its probe then reports exactly what is gone."""
+    any of its commits began: the batch is replayed, and its probe then reports exactly what is gone."""
+
+    replays_batch = True  # not a commit conflict: retrying the commit would not help
 
 
-def recheck(probe: RetentionProbe, ranges: BatchRanges, read: set[TopicPartition] | None, reported: Lost,
-            committed: int, held: Callable[[], dict[TopicPartition, int]]) -> Lost:
-    """Right before a commit of the batch: what of ``ranges`` Kafka deleted since the probe, beyond
-    ``reported``. Spark's reader skips what is gone (``on_data_loss: continue``), so without this a
-    deletion racing the read would go unreported. With nothing of the batch committed yet
-    (``committed``), :class:`RetentionRace` (replay); else the new range, to report (some of it may
-    have been read before it was deleted: reported as lost all the same, never silently). ``held``:
-    what the tables hold (:func:`above`), asked only when something is new."""
-    new = beyond(probe.lost(ranges, read), reported)
-    if new and committed == 0:  # what the tables held before this batch's commits was never lost
-        new = above(new, held())
-    if not new:
-        return {}
-    if committed == 0:
-        raise RetentionRace(f"Kafka deleted records of this batch while it read them ({describe_lost(new)}): "
-                            "replaying the batch, which reports what is gone")
-    log.warning("Kafka deleted records of the batch while its commits were landing; reported as lost: %s",
-                describe_lost(new))
-    return new
+def add_lost(lost: Lost, new: Lost) -> None:
+    """Extend ``lost`` by ``new`` in place (a range that continues a reported one joins it)."""
+    for tp, (a, b) in new.items():
+        lost[tp] = (lost[tp][0], max(b, lost[tp][1])) if tp in lost else (a, b)
+
+
+class Recheck:
+    """Right before each commit of one batch (:attr:`icetide.ingest.ledger.Ledger.before_commit`):
+    what Kafka deleted of the batch's range since its probe, beyond what was reported. Spark's reader
+    skips what is gone (``on_data_loss: continue``), so without this a deletion racing the read would
+    go unreported. While no commit of the batch has begun, and once per batch, a race raises
+    :class:`RetentionRace` (replay: the replay's probe reports it exactly), and every later commit of
+    the batch raises too, so none lands; after a commit began, the new range is added to ``lost``
+    (some of it may have been read before it was deleted: reported all the same, never silently).
+    Commits of one batch run in parallel threads: one lock orders them."""
+
+    def __init__(self, probe: RetentionProbe, ranges: BatchRanges, read: set[TopicPartition] | None, lost: Lost,
+                 held: Callable[[], dict[TopicPartition, int]], may_replay: bool) -> None:
+        self.probe, self.ranges, self.read, self.lost, self.held = probe, ranges, read, lost, held
+        self.may_replay, self.started, self.raced = may_replay, 0, False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self.raced:
+                raise RetentionRace("a commit of this batch found records Kafka deleted while it read them")
+            new = beyond(self.probe.lost(self.ranges, self.read), self.lost)
+            if new and self.started == 0 and self.may_replay:
+                new = above(new, self.held())  # what the tables held before this batch was never lost
+                if new:
+                    self.raced = True
+                    raise RetentionRace(f"Kafka deleted records of this batch while it read them "
+                                        f"({describe_lost(new)}): replaying the batch, which reports what is gone")
+            if new:
+                log.warning("Kafka deleted records of the batch while its commits were landing; reported as lost: "
+                            "%s", describe_lost(new))
+                add_lost(self.lost, new)
+            self.started += 1
 
 
 class RetentionProbe:
