@@ -65,7 +65,8 @@ def test_exactly_once_then_maintenance_and_reads_on_object_storage(  # type: ign
     pos = log.stat().st_size
     proc = start(cfg, log, "--until-idle", "--for", "600")
     assert proc.wait(700) == 0, log.read_text()[-3000:]
-    assert "resuming from the offsets recorded in the tables" in log.read_text()[pos:]
+    if every:  # a batch had landed before the checkpoint was lost: the tables' offsets are the resume point
+        assert "resuming from the offsets recorded in the tables" in log.read_text()[pos:]
 
     for kind in KINDS:
         got = column(cfg, f"{ns}.{kind}", "id")
