@@ -188,12 +188,7 @@ def scan_ranges(parsed: DataFrame) -> BatchRanges:
 
 def beyond(lost: Lost, reported: Lost) -> Lost:
     """What of ``lost`` is not already in ``reported`` (both per partition, [start, end))."""
-    out = {}
-    for tp, (a, b) in sorted(lost.items()):
-        start = max(a, reported[tp][1]) if tp in reported else a
-        if b > start:
-            out[tp] = (start, b)
-    return out
+    return above(lost, {tp: b for tp, (_, b) in reported.items()})
 
 
 def describe_lost(lost: dict[TopicPartition, tuple[int, int]]) -> str:

@@ -52,7 +52,8 @@ from icetide.ingest.formats.base import Parsed, ValueFormat, register
 from icetide.ingest.formats.registry import RegistryClient, SchemaRefused, UnknownSchemaId
 from icetide.ingest.formats.wire import ID as ID
 from icetide.ingest.formats.wire import UNKNOWN_RETRY_S as UNKNOWN_RETRY_S
-from icetide.ingest.formats.wire import ids_of, payload, with_ids
+from icetide.ingest.formats.wire import ids_of, payload, registered_text, with_ids
+from icetide.ingest.formats.wire import learn as wire_learn
 from icetide.ingest.formats.wire import schema_id as schema_id
 from icetide.ingest.formats.wire import verdict as wire_verdict
 
@@ -137,27 +138,13 @@ class AvroFormat(ValueFormat):
         return self.client
 
     def learn(self, ids: list[int], check: Callable[[avro_types.WriterSchema], None]) -> None:
-        """Fetch the ids not seen yet (``check``: the JVM's word on a writer schema). A 404 is believed
-        for :data:`UNKNOWN_RETRY_S`, then asked again: a follower registry can lag a registration."""
-        now = self.clock()
-        for sid in ids:
-            if sid in self.decodings or sid in self.refused or now - self.unknown.get(sid, -UNKNOWN_RETRY_S) \
-                    < UNKNOWN_RETRY_S:
-                continue
-            try:
-                writer = self._writer(sid)
-                check(writer)
-            except UnknownSchemaId:
-                log.warning("schema id %s is not in the registry: its records are dead letters (asked again "
-                            "after %.0f s)", sid, UNKNOWN_RETRY_S)
-                self.unknown[sid] = now
-                continue
-            except avro_types.UnsupportedSchema as e:
-                log.warning("schema id %s refused: %s", sid, e)
-                self.refused[sid] = str(e)
-                continue
-            self.unknown.pop(sid, None)
-            self.decodings[sid] = Decoding(writer)
+        """Fetch the ids not seen yet (``check``: the JVM's word on a writer schema; see :func:`.wire.learn`)."""
+        def make(sid: int) -> Decoding:
+            writer = self._writer(sid)
+            check(writer)
+            return Decoding(writer)
+
+        self.decodings.update(wire_learn(ids, self.decodings, self.refused, self.unknown, self.clock(), make))
         self.batch_ids = ids
 
     def resolve_keys(self, rows: DataFrame) -> None:
@@ -215,17 +202,8 @@ class AvroFormat(ValueFormat):
             F.lit("undecodable\tthe key does not decode with its writer schema id "), kid.cast("string")))
 
     def _writer(self, sid: int) -> avro_types.WriterSchema:
-        try:
-            got = self.client.schema(sid)
-        except SchemaRefused as e:
-            raise avro_types.UnsupportedSchema(f"schema id {sid}: {e}") from None
-        kind = got.get("schemaType", "AVRO")
-        if kind != "AVRO":
-            raise avro_types.UnsupportedSchema(f"schema id {sid} is {kind}, not Avro (source.format: avro)")
-        if got.get("references"):
-            raise avro_types.UnsupportedSchema(f"schema id {sid} uses schema references, which icetide does not "
-                                               "resolve yet: register the schema with its types inlined")
-        return avro_types.parse(sid, str(got.get("schema", "")), self.registry.semantic_types == "convert")
+        text = registered_text(self.client, sid, "AVRO", "Avro (source.format: avro)", "its types inlined")
+        return avro_types.parse(sid, text, self.registry.semantic_types == "convert")
 
     # -- columns ----------------------------------------------------------------------------------
     def with_decoded(self, rows: DataFrame) -> DataFrame:

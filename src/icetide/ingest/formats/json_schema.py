@@ -44,7 +44,8 @@ from icetide.ingest.decode import CORRUPT, PARSED
 from icetide.ingest.formats.avro_types import UnsupportedSchema, merged
 from icetide.ingest.formats.base import OK, Parsed, ValueFormat, register
 from icetide.ingest.formats.json import json_columns
-from icetide.ingest.formats.registry import RegistryClient, SchemaRefused, UnknownSchemaId
+from icetide.ingest.formats.registry import RegistryClient
+from icetide.ingest.formats.wire import registered_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -102,41 +103,16 @@ class JsonSchemaFormat(ValueFormat):
         self.learn(wire.ids_of(rows, mine), lambda s: java_accepts(spark, s))
 
     def learn(self, ids: list[int], check: Callable[[types.JsonSchema], None]) -> None:
-        """Fetch the ids not seen yet (``check``: the JVM's word on a schema). A 404 is believed for
-        :data:`.wire.UNKNOWN_RETRY_S`, then asked again: a follower registry can lag a registration."""
-        now = self.clock()
-        for sid in ids:
-            if sid in self.schemas or sid in self.refused or now - self.unknown.get(sid, -wire.UNKNOWN_RETRY_S) \
-                    < wire.UNKNOWN_RETRY_S:
-                continue
-            try:
-                schema = self._schema(sid)
-                check(schema)
-            except UnknownSchemaId:
-                log.warning("schema id %s is not in the registry: its records are dead letters (asked again "
-                            "after %.0f s)", sid, wire.UNKNOWN_RETRY_S)
-                self.unknown[sid] = now
-                continue
-            except UnsupportedSchema as e:
-                log.warning("schema id %s refused: %s", sid, e)
-                self.refused[sid] = str(e)
-                continue
-            self.unknown.pop(sid, None)
-            self.schemas[sid] = schema
-        self.batch_ids = ids
+        """Fetch the ids not seen yet (``check``: the JVM's word on a schema; see :func:`.wire.learn`)."""
+        def make(sid: int) -> types.JsonSchema:
+            text = registered_text(self.client, sid, "JSON", "JSON Schema (source.format: json_schema)",
+                                   "its definitions inlined ($defs)")
+            schema = types.parse(sid, text)
+            check(schema)
+            return schema
 
-    def _schema(self, sid: int) -> types.JsonSchema:
-        try:
-            got = self.client.schema(sid)
-        except SchemaRefused as e:
-            raise UnsupportedSchema(f"schema id {sid}: {e}") from None
-        kind = got.get("schemaType", "AVRO")
-        if kind != "JSON":
-            raise UnsupportedSchema(f"schema id {sid} is {kind}, not JSON Schema (source.format: json_schema)")
-        if got.get("references"):
-            raise UnsupportedSchema(f"schema id {sid} uses schema references, which icetide does not resolve yet: "
-                                    "register the schema with its definitions inlined ($defs)")
-        return types.parse(sid, str(got.get("schema", "")))
+        self.schemas.update(wire.learn(ids, self.schemas, self.refused, self.unknown, self.clock(), make))
+        self.batch_ids = ids
 
     def verdict(self, columns: list[str] | None = None) -> Column:
         """``"<class>\\t<message>"`` for records no schema reads; null otherwise."""

@@ -10,14 +10,21 @@ records and keeps the others' (:func:`with_ids`), so the batch's tables list the
 
 from __future__ import annotations
 
-from collections.abc import Container
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Callable, Container
+from typing import TYPE_CHECKING, TypeVar
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from icetide.ingest.formats.avro_types import UnsupportedSchema
+from icetide.ingest.formats.registry import RegistryClient, SchemaRefused, UnknownSchemaId
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ID = "_icetide_schema_id"
 #: The dead-letter classes of :func:`verdict`
@@ -76,3 +83,45 @@ def verdict(batch_ids: list[int], unknown: Container[int], refused: dict[int, st
         if i in refused:
             out = out.when(sid == F.lit(i), F.lit(f"unsupported_schema\t{refused[i]}"[:1000]))
     return out
+
+
+def registered_text(client: RegistryClient, sid: int, kind: str, fmt: str, inline: str) -> str:
+    """The text of schema ``sid`` from the registry, of schema type ``kind`` (``AVRO``, ``JSON``);
+    :class:`UnsupportedSchema` when the registry refuses it, it is of another type (``fmt``: the
+    ``source.format`` in the message) or it has references (``inline``: how to register it instead)."""
+    try:
+        got = client.schema(sid)
+    except SchemaRefused as e:
+        raise UnsupportedSchema(f"schema id {sid}: {e}") from None
+    found = got.get("schemaType", "AVRO")
+    if found != kind:
+        raise UnsupportedSchema(f"schema id {sid} is {found}, not {fmt}")
+    if got.get("references"):
+        raise UnsupportedSchema(f"schema id {sid} uses schema references, which icetide does not resolve yet: "
+                                f"register the schema with {inline}")
+    return str(got.get("schema", ""))
+
+
+def learn(ids: list[int], known: Container[int], refused: dict[int, str], unknown: dict[int, float], now: float,
+          make: Callable[[int], T]) -> dict[int, T]:
+    """What ``make`` gives for the ids not seen yet (it fetches and checks one; :class:`UnknownSchemaId`
+    or :class:`UnsupportedSchema` when it cannot). A refusal is kept in ``refused`` for the run; a 404
+    in ``unknown`` (when), believed for :data:`UNKNOWN_RETRY_S`, then asked again: a follower registry
+    can lag a registration."""
+    learned: dict[int, T] = {}
+    for sid in ids:
+        if sid in known or sid in refused or now - unknown.get(sid, -UNKNOWN_RETRY_S) < UNKNOWN_RETRY_S:
+            continue
+        try:
+            learned[sid] = make(sid)
+        except UnknownSchemaId:
+            log.warning("schema id %s is not in the registry: its records are dead letters (asked again after "
+                        "%.0f s)", sid, UNKNOWN_RETRY_S)
+            unknown[sid] = now
+            continue
+        except UnsupportedSchema as e:
+            log.warning("schema id %s refused: %s", sid, e)
+            refused[sid] = str(e)
+            continue
+        unknown.pop(sid, None)
+    return learned
