@@ -52,6 +52,21 @@ def checkpoint_partitions(checkpoint: Path, topic: str) -> set[int]:
     return {int(p) for p, o in positions.get(topic, {}).items() if int(o) >= 0}
 
 
+#: log lines that tell where a run started and what it found (printed when a check fails)
+_STORY = re.compile(r"starting from|starting at|resuming|recreated|set aside|went back|deleted|fault injection|"
+                    r"received SIG|query failed|data may have been missed|are gone|Lost")
+
+
+def story(logs: list[Path], most: int = 120) -> list[str]:
+    """The lines of ``logs`` that tell where each run started and what it found, log by log."""
+    out: list[str] = []
+    for log in logs:
+        if log.exists():
+            out += [f"{log.name}: {ln[:400]}" for ln in log.read_text(errors="replace").splitlines()
+                    if _STORY.search(ln) and not ln.lstrip().startswith("at ")]
+    return out[-most:]
+
+
 def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
     return {"name": name, "ok": bool(ok), "detail": detail}
 
@@ -67,6 +82,11 @@ def reported_gaps(logs: list[Path]) -> dict[tuple[str, int], list[tuple[int, int
             topic, _, part = str(a["partition"]).rpartition("[")
             out.setdefault((topic, int(part.rstrip("]"))), []).append((int(a["lost_from"]), int(a["lost_to"])))
     return out
+
+
+def _at(d: Any) -> str:
+    """Where a record was delivered: ``topic#incarnation[partition]@offset``."""
+    return f"{d.topic}#{d.incarnation}[{d.partition}]@{d.offset}" if d is not None else "undelivered"
 
 
 def _in_gap(gaps: dict[tuple[str, int], list[tuple[int, int]]], topic: str, partition: int, offset: int) -> bool:
@@ -117,9 +137,10 @@ def _append(chaos: Chaos) -> list[dict[str, Any]]:
             else:
                 missing.append(uid)
     produced = len(work.records)
+    where_missing = [(u, _at(work.records[u].delivered)) for u in missing[:8]]
     return [
         _check("append: no record missing", not missing,
-               f"{len(missing)} of {produced} missing (e.g. {missing[:5]}); {lost} lost to retention and reported, "
+               f"{len(missing)} of {produced} missing (e.g. {where_missing}); {lost} lost to retention and reported, "
                f"{deleted} on a topic deleted before they were read, {undelivered} not delivered by Kafka"),
         _check("append: no record twice", not dup, f"{len(dup)} ids more than once (e.g. {dup[:5]})"),
         _check("append: each record where it belongs", not wrong,

@@ -152,7 +152,8 @@ class Chaos:
         self.lake = work / "lake"
 
     def say(self, text: str) -> None:
-        print(f"[chaos seed={self.seed} t={time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
+        print(f"[chaos seed={self.seed} t={time.monotonic() - self.t0:6.1f}s {time.strftime('%H:%M:%S')}] {text}",
+              flush=True)
 
     def setup(self) -> None:
         self.lake.mkdir(parents=True, exist_ok=True)
@@ -233,6 +234,10 @@ class Chaos:
                       machine=f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}")
         for c in report["checks"]:
             self.say(f"check {'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['detail']}")
+        if not all(c["ok"] for c in report["checks"]):  # what the runs said about where they started, for the replay
+            for p in self.pipes.values():
+                for line in checks.story(p.logs):
+                    print(f"  {p.name} {line}", flush=True)
         return report
 
     # -- faults --------------------------------------------------------------------------------

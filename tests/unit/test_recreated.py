@@ -338,3 +338,76 @@ def test_topic_ids_are_written_as_kafka_prints_them_and_fit_a_table_property() -
     text = id_text(uuid)
     assert text == "_" * 21 + "w" and id_text(Uuid(0, 0)) == "" and id_text(None) == ""
     assert json.loads(property_value(_wm(topic_ids={"t": text})))["topic_ids"] == {"t": text}
+
+
+# -- a start Kafka did not answer (chaos seed 4327) -----------------------------------------------------
+def test_a_start_kafka_did_not_answer_leaves_the_check_to_the_first_batch(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chaos seed 4327 in CI: the first records of a recreated topic were missing, none reported. A
+    start whose question to Kafka failed ran unarmed, so a batch replaying the checkpoint's plan (no
+    offsets going back) or Spark's skip to the new end went unchecked. Now the batch asks first."""
+    from icetide.app import recreated as app_recreated
+    from icetide.lake import checkpoint
+
+    def down(src: Any) -> KafkaTopics:
+        raise OSError("Kafka did not answer")
+
+    monkeypatch.setattr(recreated, "probe", down)
+    monkeypatch.setattr(app_recreated.time, "sleep", lambda s: None)
+    monkeypatch.setattr(checkpoint, "read_topic_ids", lambda spark, loc: {"orders": X, "other": X})
+    monkeypatch.setattr(checkpoint, "recorded_offsets", lambda spark, loc: {("orders", 0): 20_000, ("other", 0): 85})
+    cfg = load_config(write(tmp_path, {**BASE, "source": {**BASE["source"], "topics": ["orders", "other"]}}))
+    writer = _Writer(cfg, {})
+    assert app_recreated.at_start(None, cfg, writer, True) is None  # type: ignore[arg-type]
+    topics = writer.topics
+    assert topics.armed and topics.unverified == {"orders", "other"}
+    # Kafka answers the batch: "orders" has a new id, "other" is the same topic
+    monkeypatch.setattr(recreated.source, "topic_ids", lambda src, names: {"orders": Y, "other": X})
+    monkeypatch.setattr(recreated.source, "end_offsets", lambda src, tps: {})
+    with pytest.raises(TopicRecreatedError, match=r"batch 7: topic 'orders' \(topic id"):
+        # the checkpoint's planned batch replayed: nothing goes back, only the id tells
+        topics.check_batch(None, "ckpt", 7, {("orders", 0): 19_000, ("other", 0): 80},  # type: ignore[arg-type]
+                           {("orders", 0): 20_000, ("other", 0): 85})
+    assert list(topics.pending) == ["orders"] and topics.unverified == set()
+
+
+def test_a_batch_writes_nothing_while_kafka_cannot_tell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from icetide.errors import TransientError
+
+    topics = Topics(_config(tmp_path).source, "orders")
+    topics.arm({}, {}, {"orders": X}, {"orders"}, {("orders", 0): 20_000})
+    monkeypatch.setattr(recreated.source, "topic_ids", lambda src, names: {})
+    monkeypatch.setattr(recreated.source, "end_offsets", lambda src, tps: {})
+    with pytest.raises(TransientError, match=r"batch 2: Kafka did not tell whether topic\(s\) orders"):
+        topics.check_batch(None, "ckpt", 2, {("orders", 0): 19_000}, {("orders", 0): 20_000})  # type: ignore[arg-type]
+    assert topics.unverified == {"orders"} and topics.pending == {}
+    # the same topic (its recorded id): checked once, then batches go on without asking
+    asked: list[list[str]] = []
+    monkeypatch.setattr(recreated.source, "topic_ids", lambda src, names: asked.append(names) or {"orders": X})
+    topics.check_batch(None, "ckpt", 2, {("orders", 0): 19_000}, {("orders", 0): 20_000})  # type: ignore[arg-type]
+    topics.check_batch(None, "ckpt", 3, {("orders", 0): 20_000}, {("orders", 0): 21_000})  # type: ignore[arg-type]
+    assert asked == [["orders"]] and topics.unverified == set() and topics.pending == {}
+
+
+def test_what_the_first_batch_decides_for_a_topic_the_start_could_not_check() -> None:
+    rec = {("t", 0): 500, ("t", 1): 510}
+    # by id, whatever the offsets
+    assert recreated.verdicts({"t"}, {"t": X}, {"t": Y}, rec, {})[0] == {"t": Recreated("t", X, Y)}
+    assert recreated.verdicts({"t"}, {"t": X}, {"t": X}, rec, {}) == ({}, {"t": X}, set())
+    # no id now: a recorded offset beyond the end tells; ends at or above the records do not tell an
+    # id recorded before (refilled past it?), they do where none was ever recorded (an older icetide)
+    found, _, unknown = recreated.verdicts({"t"}, {"t": X}, {}, rec, {("t", 0): 3, ("t", 1): 2})
+    assert found["t"].beyond == {("t", 0): (500, 3), ("t", 1): (510, 2)} and unknown == set()
+    assert recreated.verdicts({"t"}, {"t": X}, {}, rec, {("t", 0): 900, ("t", 1): 900}) == ({}, {}, {"t"})
+    assert recreated.verdicts({"t"}, {}, {}, rec, {("t", 0): 900, ("t", 1): 900}) == ({}, {}, set())
+    # an end missing: unknown
+    assert recreated.verdicts({"t"}, {}, {}, rec, {("t", 0): 900}) == ({}, {}, {"t"})
+
+
+def test_a_start_with_no_id_or_end_for_a_recorded_topic_leaves_it_to_the_first_batch() -> None:
+    kafka = KafkaTopics({"u": X}, {"t": [0, 1], "u": [0]}, {("t", 0): 9})
+    rec = {("t", 0): 5, ("t", 1): 7, ("u", 0): 3}
+    assert recreated.undecided(kafka, {"t": {X}, "u": {X}}, rec, {}) == {"t"}  # no id for t now
+    assert recreated.undecided(kafka, {}, rec, {}) == {"t"}  # no end for t[1]
+    assert recreated.undecided(kafka, {}, {("t", 0): 5}, {}) == set()  # every recorded end known
+    assert recreated.undecided(kafka, {"t": {X}}, rec, {"t": Recreated("t")}) == set()  # already found

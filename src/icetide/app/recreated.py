@@ -11,6 +11,7 @@ topic, from the new topic's earliest offset for the recreated one.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from icetide.app import run_alerts
@@ -53,35 +54,50 @@ def at_start(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter, has_
     """Arm the run's check of its topics (see :mod:`icetide.ingest.recreated`) and act on a topic
     found recreated: :class:`TopicRecreatedError` (``stop``), or set its old offsets aside in every
     table and, with a checkpoint, set the checkpoint aside and return the query's starting offsets
-    (None: start as usual)."""
+    (None: start as usual).
+
+    Never unchecked: a topic Kafka does not tell about now (no answer, no id, no end) is checked by
+    the first batch that reads it, which writes nothing until Kafka tells (chaos seed 4327: a start
+    without an answer resumed a recreated topic at its old offsets, and Spark skipped the new
+    topic's first records)."""
     topics = writer.topics
-    try:
-        kafka = recreated.probe(cfg.source)
-    except Exception as e:  # Kafka down while the query restarts: the batches still check what they read
-        log.warning("could not ask Kafka about the topics (%s); not checked for recreated topics at this start",
-                    str(e).splitlines()[0][:200])
-        return None
     topics.armed = False  # read what was recorded as it is
     writer.ledger.forget()
+    kafka = _probe(cfg)
     ckpt = cfg.checkpoint_dir()
     ids: dict[str, set[str]] = {}
     offsets: dict[TopicPartition, int] = {}
     if has_checkpoint:
         ids = {t: {i} for t, i in checkpoint.read_topic_ids(spark, ckpt).items()}
         offsets = checkpoint.recorded_offsets(spark, ckpt)
-    missing = set(kafka.partitions) - set(ids)
+    # the topics to know: Kafka's; without its answer, the checkpoint's (else the tables')
+    wanted = set(kafka.partitions) if kafka is not None else set(ids) or None
+    wms = table_watermarks(spark, writer) if not has_checkpoint or wanted is None or wanted - set(ids) else {}
+    missing = (wanted if wanted is not None else {t for w in wms.values() for t in w.topic_ids}) - set(ids)
     if not has_checkpoint or missing:  # no checkpoint, or one without these topics' ids (lost, restored)
-        for wm in table_watermarks(spark, writer).values():
+        for wm in wms.values():
             for t, i in wm.topic_ids.items():
                 if not has_checkpoint or t in missing:
                     ids.setdefault(t, set()).add(i)
             if not has_checkpoint:
                 for tp, off in wm.offsets.items():
                     offsets[tp] = max(offsets.get(tp, -1), off)
+    recorded_ids = {t: sorted(i)[0] for t, i in ids.items() if len(i) == 1}
+    if kafka is None:
+        unsure = set(ids) | {t for t, _ in offsets}
+        topics.arm({}, {}, recorded_ids, unsure, offsets)
+        writer.ledger.forget()
+        log.warning("could not ask Kafka about the topics at this start; the first batch reading each of %s asks "
+                    "again before it writes (a topic deleted and created again is found then)", sorted(unsure))
+        return None
     found = {**recreated.recreated_topics(kafka, ids, offsets), **topics.pending}
     if found and cfg.source.on_topic_recreated == "stop":
         raise TopicRecreatedError(recreated.stop_message(cfg.name, found))
-    topics.arm(kafka.ids, found, {t: sorted(i)[0] for t, i in ids.items() if len(i) == 1})
+    unsure = recreated.undecided(kafka, ids, offsets, found)
+    if unsure:
+        log.warning("Kafka did not tell the id or the end of %s at this start; the first batch reading each asks "
+                    "again before it writes", sorted(unsure))
+    topics.arm(kafka.ids, found, recorded_ids, unsure, offsets)
     writer.ledger.forget()  # read again: the old offsets of a recreated topic are set aside as read
     if not found:
         return None
@@ -101,3 +117,16 @@ def at_start(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter, has_
     log.warning("set the checkpoint %s aside as %s (it holds offsets of the deleted topic); starting from %s",
                 ckpt, aside, offsets_json)
     return offsets_json
+
+
+def _probe(cfg: PipelineConfig, attempts: int = 3, wait: float = 2.0) -> recreated.KafkaTopics | None:
+    """What Kafka says of the topics now; None if it did not answer (``attempts`` tries)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return recreated.probe(cfg.source)
+        except Exception as e:  # Kafka down or slow while the query (re)starts
+            log.warning("could not ask Kafka about the topics (attempt %d of %d): %s", attempt, attempts,
+                        str(e).splitlines()[0][:200])
+            if attempt < attempts:
+                time.sleep(wait)
+    return None

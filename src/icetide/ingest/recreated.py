@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from icetide.config.source import KafkaSource
-from icetide.errors import TopicRecreatedError
+from icetide.errors import TopicRecreatedError, TransientError
 from icetide.ingest import source
 from icetide.lake import checkpoint
 from icetide.lake.offsets import BatchRanges, TopicPartition, Watermark
@@ -99,6 +99,50 @@ def recreated_topics(kafka: KafkaTopics, recorded_ids: dict[str, set[str]], reco
     return out
 
 
+def undecided(kafka: KafkaTopics, recorded_ids: dict[str, set[str]], recorded: Offsets,
+              found: dict[str, Recreated]) -> set[str]:
+    """Topics something was recorded for of which Kafka told no id now (where one was recorded) or
+    no end for a recorded partition: the start cannot tell whether they are the topics recorded, so
+    the first batch that reads each asks again (:func:`verdicts`)."""
+    out = set()
+    for topic, parts in kafka.partitions.items():
+        if topic in found or topic in kafka.ids:
+            continue
+        ends_unknown = any(tp[0] == topic and tp[1] in parts and tp not in kafka.ends for tp in recorded)
+        if recorded_ids.get(topic) or ends_unknown:
+            out.add(topic)
+    return out
+
+
+def verdicts(topics: set[str], known: dict[str, str], now: dict[str, str], recorded: Offsets,
+             ends: Offsets) -> tuple[dict[str, Recreated], dict[str, str], set[str]]:
+    """For topics the start could not check: (recreated, confirmed → their id, still unknown). By id
+    where Kafka tells one now (a recorded id differing from it: recreated); else by a recorded offset
+    beyond the partition's end; unknown where Kafka told neither (or only an id with none recorded
+    and no end)."""
+    found: dict[str, Recreated] = {}
+    same: dict[str, str] = {}
+    unknown: set[str] = set()
+    for t in sorted(topics):
+        k, n = known.get(t), now.get(t)
+        if k and n:
+            if k != n:
+                found[t] = Recreated(t, k, n)
+            else:
+                same[t] = n
+            continue
+        mine = {tp: off for tp, off in recorded.items() if tp[0] == t}
+        beyond: dict[TopicPartition, tuple[int, int | None]] = {
+            tp: (off, ends[tp]) for tp, off in mine.items() if tp in ends and off > ends[tp]}
+        if beyond:
+            found[t] = Recreated(t, k, n, beyond)
+        elif all(tp in ends for tp in mine) and (n or not k):
+            same[t] = n or ""
+        else:
+            unknown.add(t)
+    return found, {t: i for t, i in same.items() if i}, unknown
+
+
 def stale_topics(wm: Watermark, current: dict[str, str], restarted: dict[str, Recreated], done: set[str]
                  ) -> dict[str, str | None]:
     """The topics whose offsets in a table's watermark belong to a deleted topic, each with the new
@@ -167,17 +211,41 @@ class Topics:
         self.restarted: dict[str, Recreated] = {}  # found when the query started: read again from the start
         self.pending: dict[str, Recreated] = {}  # found by a batch: the query restarts to read them again
         self.voided: set[tuple[str, str]] = set()  # (table, topic) whose old offsets were set aside
+        #: topics the start could not check (Kafka did not answer): the first batch reading each asks
+        self.unverified: set[str] = set()
+        self.recorded_offsets: Offsets = {}  # what was recorded at the start, for those checks
 
-    def arm(self, ids: dict[str, str], restarted: dict[str, Recreated], recorded: dict[str, str] | None = None
-            ) -> None:
+    def arm(self, ids: dict[str, str], restarted: dict[str, Recreated], recorded: dict[str, str] | None = None,
+            unverified: set[str] | None = None, recorded_offsets: Offsets | None = None) -> None:
         self.ids, self.restarted, self.pending, self.voided = dict(ids), dict(restarted), {}, set()
         self.recorded = {t: i for t, i in (recorded or {}).items() if t not in restarted}
+        self.unverified = set(unverified or ()) - set(restarted)
+        self.recorded_offsets = {tp: o for tp, o in (recorded_offsets or {}).items() if tp[0] in self.unverified}
         self.armed = True
 
     def stale(self, table: str, wm: Watermark) -> dict[str, str | None]:
         if not self.armed:
             return {}
         return stale_topics(wm, self.ids, self.restarted, {t for x, t in self.voided if x == table})
+
+    def _verify(self, batch: int, topics: set[str], now: dict[str, str], found: dict[str, Recreated],
+                learned: dict[str, str]) -> tuple[dict[str, Recreated], dict[str, str]]:
+        """The start's unanswered question, asked by the first batch reading ``topics``; a
+        :class:`~icetide.errors.TransientError` (the batch writes nothing, the query starts again)
+        while Kafka still cannot tell."""
+        mine = [tp for tp in self.recorded_offsets if tp[0] in topics]
+        try:
+            ends = source.end_offsets(self.src, mine) if mine else {}
+        except Exception:
+            ends = {}
+        more, same, unknown = verdicts(topics, {**self.recorded, **self.ids}, now, self.recorded_offsets, ends)
+        if unknown:
+            raise TransientError(
+                f"batch {batch}: Kafka did not tell whether topic(s) {', '.join(sorted(unknown))} are the ones this "
+                "pipeline recorded (their ids and ends; a topic deleted and created again would have its new records "
+                "skipped): nothing of the batch was written, the query starts again and asks again")
+        self.unverified -= topics
+        return {**found, **more}, {**learned, **same}
 
     def remember(self, spark: SparkSession, location: str) -> None:
         """Record the topics' ids with the checkpoint (kept for topics not read now)."""
@@ -193,13 +261,16 @@ class Topics:
         recreated while the pipeline ran (Kafka is asked only when offsets went back or a topic
         appeared)."""
         back, appeared = suspects(start, end)
-        if not self.armed or not (back or appeared):
+        verify = self.unverified & ({t for t, _ in start} | {t for t, _ in end}) if self.armed else set()
+        if not self.armed or not (back or appeared or verify):
             return
         try:
-            now = source.topic_ids(self.src, sorted({t for t, _ in back} | appeared))
+            now = source.topic_ids(self.src, sorted({t for t, _ in back} | appeared | verify))
         except Exception:
             now = {}
         found, learned = in_run({**self.recorded, **self.ids}, now, back, appeared)
+        if verify:
+            found, learned = self._verify(batch, verify - set(found), now, found, learned)
         for (t, p), (a, b) in sorted(back.items()):
             if t not in found:
                 log.warning("batch %s: offsets of %s[%d] went back from %d to %d under the same topic id: Kafka "
