@@ -140,16 +140,18 @@ def to_message(compiled: Compiled, indexes: tuple[int, ...], max_depth: int = MA
     f = main_file(compiled.files, compiled.main)
     if not indexes or len(indexes) > MAX_INDEXES:
         raise NoSuchMessage(f"schema id {sid}: message indexes {shown[:80]} name no message")
-    candidates, at, path = list(f.message_type), None, [4]
+    # (position in the descriptor, message): a map field's entry type is no message of the schema (as
+    # Confluent's Java serializer counts, from the .proto's declarations)
+    candidates, at, path = list(enumerate(f.message_type)), None, [4]
     name = f.package
     for depth, i in enumerate(indexes):
         if not 0 <= i < len(candidates):
             raise NoSuchMessage(f"schema id {sid} has no message at indexes {shown[:80]} (its file declares "
                                 f"{len(f.message_type)} top-level messages)")
-        at = candidates[i]
-        path += [i] if depth == 0 else [3, i]
+        position, at = candidates[i]
+        path += [position] if depth == 0 else [3, position]
         name = f"{name}.{at.name}" if name else at.name
-        candidates = list(at.nested_type)
+        candidates = [(n, m) for n, m in enumerate(at.nested_type) if not m.options.map_entry]
     assert at is not None
     types = _Types(compiled.files, max_depth)
     try:

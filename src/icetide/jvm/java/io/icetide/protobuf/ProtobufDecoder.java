@@ -87,10 +87,17 @@ public final class ProtobufDecoder implements UDF1<byte[], Row> {
     }
     Descriptor d = main.getMessageTypes().get(indexes[0]);
     for (int i = 1; i < indexes.length; i++) {
-      if (indexes[i] >= d.getNestedTypes().size()) {
+      // a map field's entry type is no message of the schema (Confluent counts the declared ones)
+      List<Descriptor> nested = new java.util.ArrayList<>();
+      for (Descriptor n : d.getNestedTypes()) {
+        if (!n.getOptions().getMapEntry()) {
+          nested.add(n);
+        }
+      }
+      if (indexes[i] >= nested.size()) {
         throw new IllegalArgumentException("no message at " + Arrays.toString(indexes) + " of " + file);
       }
-      d = d.getNestedTypes().get(indexes[i]);
+      d = nested.get(indexes[i]);
     }
     return d;
   }
