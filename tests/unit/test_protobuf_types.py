@@ -315,3 +315,30 @@ def test_protobuf_needs_a_registry_and_reads_no_changes_yet(tmp_path: Any) -> No
            "stream": {"checkpoint_location": str(tmp_path / "c")}}
     with pytest.raises(ValidationError, match="changes in Protobuf values are not read yet"):
         PipelineConfig.model_validate(cfg)
+
+
+def test_check_warns_of_each_subject_whose_latest_protobuf_schema_no_table_can_hold() -> None:
+    from icetide.ingest.formats.protobuf_schema import check_subjects
+
+    fake = _Registry({1: _pb(V1), 2: _pb(proto3("message N { N next = 1; }")), 3: {"schema": "{}"},
+                      4: _pb(proto3("message R { int64 id = 1 }"))})
+    subjects = [{"subject": f"s{i}-value", "id": i, "version": 1} for i in (1, 2, 3, 4)]
+    warnings = check_subjects(fake, subjects)  # type: ignore[arg-type]
+    assert [w.split(":")[0] for w in warnings] == ["subject s2-value", "subject s4-value"]
+    assert "message t.N contains itself" in warnings[0] and "protoc refuses it" in warnings[1]
+
+
+def test_the_demo_frames_two_versions_and_each_bad_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    import icetide.demo.protobuf_events as demo
+
+    registered: list[str] = []
+    monkeypatch.setattr(demo, "register", lambda url, subject, text: registered.append(text) or 10 + len(registered))
+    values = list(demo.protobuf_values(40, "http://registry", "t", bad_every=8))
+    assert registered == [demo.V1, demo.V2]
+    good = [v for v, err in values if err is None]
+    assert [err for _, err in values if err] == ["bad_magic_byte", "truncated_record", "unknown_schema_id",
+                                                 "undecodable", "null_value"]
+    assert {v[:6] for v in good} == {b"\x00\x00\x00\x00\x0b\x00", b"\x00\x00\x00\x00\x0c\x00"}  # ids 11, 12; [0]
+    event = demo.message_classes({main_name(12): demo.V2}, main_name(12))["icetide.demo.Event"]
+    last = event.FromString(good[-1][6:])
+    assert last.id == "evt-000000038" and last.device in ("ios", "android", "web") and last.event_time.seconds > 0

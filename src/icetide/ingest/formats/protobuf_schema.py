@@ -120,3 +120,28 @@ def compile_files(sid: int, files: dict[str, str], main: str, wkt: Path | None =
             raise UnsupportedSchema(f"schema id {sid}: protoc refuses it: {why[:400] or f'exit {proc.returncode}'}")
         fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
     return Compiled(sid, fds, main)
+
+
+#: The most subjects ``icetide check`` compiles (one protoc run each)
+CHECKED_SUBJECTS = 50
+
+
+def check_subjects(client: RegistryClient, subjects: list[dict[str, Any]]) -> list[str]:
+    """``icetide check``: a warning for each subject whose latest Protobuf schema cannot be a table's
+    record (its first message; protoc's or the mapping's reason), so a producer's schema that every
+    record would be dead-lettered for shows before the run. Other schema types are not looked at."""
+    from icetide.ingest.formats.protobuf_types import MAX_DEPTH
+
+    warnings: list[str] = []
+    for s in subjects[:CHECKED_SUBJECTS]:
+        sid = s.get("id")
+        if not isinstance(sid, int):
+            continue
+        try:
+            if client.schema(sid).get("schemaType", "AVRO") != "PROTOBUF":
+                continue
+            compile_schema(client, sid).message((0,), MAX_DEPTH)
+        except (UnsupportedSchema, UnknownSchemaId, SchemaRefused) as e:
+            warnings.append(f"subject {s.get('subject')}: its latest schema (id {sid}) cannot be read as Protobuf, "
+                            f"so its records would be dead letters: {str(e)[:400]}")
+    return warnings
