@@ -112,19 +112,16 @@ public final class ProtobufDecoder implements UDF1<byte[], Row> {
     }
     int[] found = MessageIndexes.parse(value);
     if (found == null || !Arrays.equals(Arrays.copyOf(found, found.length - 1), indexes)) {
-      return RowFactory.create(null, "the message indexes after the schema id do not name message "
-          + descriptor.getFullName());
+      return RowFactory.create(null, "the message indexes after the schema id name another message");
     }
     int at = found[found.length - 1];
     try {
       DynamicMessage m = DynamicMessage.parseFrom(descriptor, CodedInputStream.newInstance(value, at, value.length - at));
       return RowFactory.create(plan.row(m), null);
-    } catch (InvalidProtocolBufferException e) {
-      return RowFactory.create(null, "not a " + descriptor.getFullName() + " message: " + e.getMessage());
-    } catch (ProtobufRows.Undecodable e) {
+    } catch (InvalidProtocolBufferException | ProtobufRows.Undecodable e) {
       return RowFactory.create(null, e.getMessage());
     } catch (java.io.IOException | RuntimeException | StackOverflowError e) {
-      return RowFactory.create(null, "not a " + descriptor.getFullName() + " message: " + e);
+      return RowFactory.create(null, e.toString());
     }
   }
 }
