@@ -252,6 +252,12 @@ def test_references_are_fetched_by_subject_and_version_and_well_known_types_are_
     (_pb(PAYMENT), {}, "protoc refuses it: common/money.proto: File not found"),
     (_pb(proto3("message R { int64 id = 1 }")), {}, "protoc refuses it: icetide_registry/schema_1.proto:3:"),
     (SchemaRefused("the registry answers HTTP 422 (bad)"), {}, "schema id 1: the registry answers HTTP 422 (bad)"),
+    # hostile answers: never an exception that fails the batch
+    (_pb(proto3("message R { string s = 1; } // \ud800")), {}, "cannot be written for protoc (UnicodeEncodeError)"),
+    (_pb(PAYMENT, [{"name": "a" * 300 + ".proto", "subject": "x", "version": 1}]), {("x", 1): _pb(MONEY)},
+     "cannot be written for protoc (OSError)"),
+    ({"schemaType": "PROTOBUF", "schema": PAYMENT, "references": "common/money.proto"}, {},
+     "reference name '' is not a relative .proto path"),
 ])
 def test_a_schema_that_cannot_be_compiled_is_refused_with_the_reason(answer: Any, versions: dict[Any, Any],
                                                                       why: str) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import descriptor_pb2
+from google.protobuf.message import DecodeError
 
 from icetide.errors import SetupError
 from icetide.ingest.formats.avro_types import UnsupportedSchema
@@ -58,12 +59,15 @@ def compile_schema(client: RegistryClient, sid: int) -> Compiled:
         got = client.schema(sid)
     except SchemaRefused as e:
         raise UnsupportedSchema(f"schema id {sid}: {e}") from None
+    if not isinstance(got, dict):
+        raise UnsupportedSchema(f"schema id {sid}: the registry's answer is not a schema")
     kind = got.get("schemaType", "AVRO")
     if kind != "PROTOBUF":
         raise UnsupportedSchema(f"schema id {sid} is {kind}, not Protobuf (source.format: protobuf)")
     wkt = well_known_dir()
     files: dict[str, str] = {main_name(sid): str(got.get("schema", ""))}
-    _references(client, sid, got.get("references") or [], files, wkt)
+    refs = got.get("references") or []
+    _references(client, sid, refs if isinstance(refs, list) else [None], files, wkt)
     return compile_files(sid, files, main_name(sid), wkt)
 
 
@@ -92,7 +96,8 @@ def _references(client: RegistryClient, sid: int, refs: list[Any], files: dict[s
         if found.get("schemaType", "AVRO") != "PROTOBUF":
             raise UnsupportedSchema(f"schema id {sid}: reference {name!r} is not a Protobuf schema")
         files[name] = str(found.get("schema", ""))
-        todo.extend(found.get("references") or [])
+        more = found.get("references") or []
+        todo.extend(more if isinstance(more, list) else [None])  # not a list: refused as a nameless reference
 
 
 def compile_files(sid: int, files: dict[str, str], main: str, wkt: Path | None = None) -> Compiled:
@@ -104,8 +109,12 @@ def compile_files(sid: int, files: dict[str, str], main: str, wkt: Path | None =
         root = Path(tmp) / "src"
         for name, text in files.items():
             path = root / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            except (OSError, UnicodeError) as e:  # a name too long, text that is no Unicode
+                raise UnsupportedSchema(f"schema id {sid}: file {name[:120]!r} cannot be written for protoc "
+                                        f"({type(e).__name__})") from None
         out = Path(tmp) / "set.pb"
         # the well-known types first: a registry's own copy of one never shadows protoc's
         cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{wkt}", f"-I{root}", "--include_imports",
@@ -118,7 +127,10 @@ def compile_files(sid: int, files: dict[str, str], main: str, wkt: Path | None =
         if proc.returncode != 0 or not out.is_file():
             why = " ".join((proc.stderr or proc.stdout).replace(str(root) + "/", "").split())
             raise UnsupportedSchema(f"schema id {sid}: protoc refuses it: {why[:400] or f'exit {proc.returncode}'}")
-        fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+        try:
+            fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+        except (DecodeError, RecursionError) as e:  # nested past what the protobuf package reads
+            raise UnsupportedSchema(f"schema id {sid}: its compiled descriptors do not read back ({e})") from None
     return Compiled(sid, fds, main)
 
 

@@ -158,6 +158,8 @@ def to_message(compiled: Compiled, indexes: tuple[int, ...], max_depth: int = MA
         struct = types.struct("." + name, at, (), 0, (f.name, tuple(path)))
     except UnsupportedSchema as e:
         raise UnsupportedSchema(f"schema id {sid}, message {name}: {e}") from None
+    except RecursionError:  # a schema is data from outside: never an exception that fails the batch
+        raise UnsupportedSchema(f"schema id {sid}, message {name}: nested too deep to map") from None
     if not struct.fields:
         raise UnsupportedSchema(f"schema id {sid}, message {name} has no field a column can hold")
     for c in struct.fields:
