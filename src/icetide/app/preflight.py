@@ -1,8 +1,9 @@
 """The checks ``icetide check`` and ``icetide run`` both make before anything expensive starts: the
 config's own cross-checks (schema DDL, partition, sort and key columns) ran when it loaded; here the
 catalog is really reached (nothing created unless running), Kafka answers and has the topics, and
-with Avro or JSON Schema the schema registry answers (its subjects for the pipeline's topics, their latest
-versions and compatibility levels).
+with Avro, JSON Schema or Protobuf the schema registry answers (its subjects for the pipeline's topics,
+their latest versions and compatibility levels; Protobuf's latest schemas compiled, a warning for each
+that no table could hold).
 
 Invariant: ``run`` refuses exactly what ``check`` refuses, with the same one line naming the key."""
 
@@ -83,6 +84,11 @@ def preflight(cfg: PipelineConfig, purpose: Purpose = "write", collect: bool = F
         def subjects() -> str:
             out.subjects, warnings = registry.preflight(reg, topics)
             out.warnings.extend(warnings)
+            if "protobuf" in cfg.source.formats():
+                from icetide.ingest.formats.protobuf_schema import check_subjects
+
+                client = registry.RegistryClient(reg.model_copy(update={"max_wait_s": 0.0}))
+                out.warnings.extend(check_subjects(client, out.subjects))
             return f"{len(out.subjects)} subjects"
 
         out.step("schema_registry", subjects, collect)

@@ -49,9 +49,10 @@ class PipelineConfig(Strict):
         if route is not None and route.by == "record_name" and not avro:
             raise ValueError("target.route.by: record_name needs Avro values (source.format: avro)")
         cdc = self.target.cdc is not None or any("cdc" in v for v in self.target.tables.values())
-        if cdc and "json_schema" in self.source.formats():
-            raise ValueError("target.cdc: changes in JSON Schema values are not read yet; read the change topics "
-                             "as json (source.format), or land them as rows without target.cdc")
+        for fmt, what in (("json_schema", "JSON Schema"), ("protobuf", "Protobuf")):
+            if cdc and fmt in self.source.formats():
+                raise ValueError(f"target.cdc: changes in {what} values are not read yet; read the change topics "
+                                 "as json or avro (source.format), or land them as rows without target.cdc")
         mixed = len(self.source.formats()) > 1
         if mixed and cdc:
             raise ValueError("target.cdc: a CDC pipeline reads one format; split JSON and Avro change topics into "

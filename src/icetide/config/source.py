@@ -14,9 +14,9 @@ from icetide.identifiers import validate_pipeline, validate_topic
 
 #: The value formats a source can read: one per module of :mod:`icetide.ingest.formats` (a unit test
 #: holds the two lists equal)
-ValueFormatName = Literal["json", "avro", "json_schema"]
+ValueFormatName = Literal["json", "avro", "json_schema", "protobuf"]
 #: The value formats whose records name a schema in the registry (the Confluent wire format)
-REGISTRY_FORMATS = frozenset({"avro", "json_schema"})
+REGISTRY_FORMATS = frozenset({"avro", "json_schema", "protobuf"})
 
 
 class KafkaSource(Strict):
@@ -30,13 +30,14 @@ class KafkaSource(Strict):
     format: ValueFormatName = Field(
         default="json",
         description="How record values are encoded: json; avro (the Confluent wire format: byte 0, a 4-byte "
-        "schema id, Avro binary); or json_schema (the same header, then JSON text checked against its JSON Schema). "
-        "avro and json_schema need schema_registry",
+        "schema id, Avro binary); json_schema (the same header, then JSON text checked against its JSON Schema); "
+        "or protobuf (the same header, the message indexes, then the Protobuf message). avro, json_schema and "
+        "protobuf need schema_registry",
     )
     topic_formats: dict[str, ValueFormatName] = Field(
         default_factory=dict,
-        description="Per-topic format where a pipeline reads several: topic name or Java regex → json|avro|json_schema "
-        "(the first match wins; unmatched topics use format)",
+        description="Per-topic format where a pipeline reads several: topic name or Java regex → "
+        "json|avro|json_schema|protobuf (the first match wins; unmatched topics use format)",
     )
     key_format: Literal["string", "avro"] = Field(
         default="string",
@@ -44,7 +45,8 @@ class KafkaSource(Strict):
         "the schema registry and kept as JSON text (a key that does not decode makes the record a dead letter)",
     )
     schema_registry: SchemaRegistry | None = Field(
-        default=None, description="The schema registry Avro and JSON Schema values (and Avro keys) name their schema in"
+        default=None,
+        description="The schema registry Avro, JSON Schema and Protobuf values (and Avro keys) name their schema in",
     )
     starting_offsets: Literal["earliest", "latest"] = Field(
         default="earliest", description="Where a new pipeline (no checkpoint, no table offsets) starts"
@@ -152,7 +154,8 @@ class KafkaSource(Strict):
         if (self.topics is None) == (self.topic_pattern is None):
             raise ValueError("set exactly one of 'topics' or 'topic_pattern'")
         if self.schema_registry is None and self.needs_registry():
-            what = "Avro" if "avro" in self.formats() or self.key_format == "avro" else "JSON Schema"
+            what = ("Avro" if "avro" in self.formats() or self.key_format == "avro"
+                    else "JSON Schema" if "json_schema" in self.formats() else "Protobuf")
             raise ValueError(f"{what} needs schema_registry: {{url: ...}} (the registry the producers register "
                              "their schemas in)")
         return self

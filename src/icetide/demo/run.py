@@ -20,8 +20,10 @@ from icetide.services.kafka import LocalKafka
 TOPIC = "demo.events"
 
 
-def demo_config(port: int, trigger: str = "5 seconds", registry_url: str | None = None) -> dict[str, Any]:
-    """The demo pipeline; with ``registry_url``, Avro values whose schema comes from the registry."""
+def demo_config(port: int, trigger: str = "5 seconds", registry_url: str | None = None,
+                fmt: str = "avro") -> dict[str, Any]:
+    """The demo pipeline; with ``registry_url``, ``fmt`` (avro, protobuf) values whose schema comes from
+    the registry."""
     cfg: dict[str, Any] = {
         "name": "demo",
         "source": {"bootstrap_servers": f"127.0.0.1:{port}", "topics": [TOPIC],
@@ -44,7 +46,7 @@ def demo_config(port: int, trigger: str = "5 seconds", registry_url: str | None 
         "spark": {"master": "local[2]"},
     }
     if registry_url is not None:
-        cfg["source"].update({"format": "avro", "schema_registry": {"url": registry_url}})
+        cfg["source"].update({"format": fmt, "schema_registry": {"url": registry_url}})
         cfg["target"].pop("schema")
     return cfg
 
@@ -57,7 +59,8 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool, fmt: str = "js
     if fresh and demo_dir.exists():
         shutil.rmtree(demo_dir)
     demo_dir.mkdir(parents=True, exist_ok=True)
-    for profile in ("spark", "kafka", *(["registry"] if fmt == "avro" else [])):
+    registered = fmt in ("avro", "protobuf")
+    for profile in ("spark", "kafka", *(["registry"] if registered else [])):
         with console.status(f"fetching {profile} jars with Maven (first run only)…"):
             jvm.fetch(profile)
     broker = LocalKafka(port=port)
@@ -68,8 +71,9 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool, fmt: str = "js
     console.print(f"[green]✓[/] Kafka (KRaft) on {broker.bootstrap}")
     create_topic(broker.bootstrap, TOPIC, partitions=4)
     registry = None
-    if fmt == "avro":
+    if registered:
         from icetide.demo.avro_events import avro_values
+        from icetide.demo.protobuf_events import protobuf_values
         from icetide.services.registry import LocalRegistry
 
         registry = LocalRegistry(port=registry_port, management_port=registry_port + 1000)
@@ -78,7 +82,8 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool, fmt: str = "js
         with console.status("starting the schema registry…"):
             registry.start()
         console.print(f"[green]✓[/] schema registry (Apicurio, Confluent API) on {registry.url}")
-        values = avro_values(events, registry.url, TOPIC, bad_every=200)
+        make = avro_values if fmt == "avro" else protobuf_values
+        values = make(events, registry.url, TOPIC, bad_every=200)
     else:
         values = sample_values(events, bad_every=200)
     produced = produce(broker.bootstrap, TOPIC, values)
@@ -86,7 +91,7 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool, fmt: str = "js
                   f"a new 'device' field from halfway) to '{TOPIC}'")
 
     cfg_path = demo_dir / "pipeline.yaml"
-    cfg_path.write_text(yaml.safe_dump(demo_config(port, registry_url=registry.url if registry else None),
+    cfg_path.write_text(yaml.safe_dump(demo_config(port, registry_url=registry.url if registry else None, fmt=fmt),
                                        sort_keys=False))
     cfg = load_config(cfg_path)
     console.print(f"[green]✓[/] pipeline config: {cfg_path}")

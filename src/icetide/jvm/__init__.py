@@ -8,7 +8,10 @@ the ``spark`` profile into two jars under ``$ICETIDE_HOME/jars/icetide/``: ``ice
 (the multi-table writer, the record-shape UDF, the local file system: Spark and Hadoop classes
 only, so it may sit on the JVM's own class path) and ``icetide-iceberg.jar`` (``io.icetide.iceberg``:
 the scan telemetry reporter, which implements Iceberg interfaces and so must be loaded by the
-same class loader as the Iceberg runtime, i.e. from ``spark.jars``).
+same class loader as the Iceberg runtime, i.e. from ``spark.jars``), and ``icetide-protobuf.jar``
+(``io.icetide.protobuf``: the Protobuf decoder, which reads messages with protobuf-java, a jar of
+``spark.jars``: for the same reason it is never on the JVM's own class path; built only when the
+``spark`` jars have protobuf-java).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ JAVA_SOURCES = Path(__file__).with_name("java")
 OWN_JAR = "icetide-jvm.jar"
 ICEBERG_JAR = "icetide-iceberg.jar"
 ICEBERG_PACKAGE = "io/icetide/iceberg"
+PROTOBUF_JAR = "icetide-protobuf.jar"
+PROTOBUF_PACKAGE = "io/icetide/protobuf"
 _VERSION_RE = re.compile(r"-\d[\w.]*?(?:-[a-z-]+)?\.jar$")
 
 
@@ -111,13 +116,19 @@ def iceberg_jar() -> Path:
     return jar_dir("icetide") / ICEBERG_JAR
 
 
+def protobuf_jar() -> Path:
+    """icetide's Protobuf decoder (built by :func:`build` beside :func:`own_jar` when protobuf-java is fetched)."""
+    return jar_dir("icetide") / PROTOBUF_JAR
+
+
 def build() -> Path:
     """Compile icetide's JVM classes into :func:`own_jar` (skipped when the sources are unchanged)."""
     import pyspark
 
-    out, iceberg_out = own_jar(), iceberg_jar()
+    out, iceberg_out, protobuf_out = own_jar(), iceberg_jar(), protobuf_jar()
     marker = out.with_suffix(".sha256")
-    digest = _sources_digest()
+    with_protobuf = any(artifact_name(j) == "protobuf-java" for j in jar_dir("spark").glob("*.jar"))
+    digest = _sources_digest() + ("+protobuf" if with_protobuf else "")
     if out.exists() and iceberg_out.exists() and marker.exists() and marker.read_text() == digest:
         return out
     javac, jar = shutil.which("javac"), shutil.which("jar")
@@ -129,12 +140,16 @@ def build() -> Path:
     # Private build folder, then an atomic rename: processes that start at once do not collide.
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".build-") as tmp:
         classes, built, built_iceberg = Path(tmp) / "classes", Path(tmp) / OWN_JAR, Path(tmp) / ICEBERG_JAR
-        sources = [str(f) for f in sorted(JAVA_SOURCES.rglob("*.java"))]
+        built_protobuf = Path(tmp) / PROTOBUF_JAR
+        sources = [str(f) for f in sorted(JAVA_SOURCES.rglob("*.java"))
+                   if with_protobuf or PROTOBUF_PACKAGE not in f.as_posix()]
         steps = [
             [javac, "--release", "17", "-nowarn", "-cp", ":".join(str(c) for c in classpath), "-d", str(classes),
              *sources],
             [jar, "--create", "--file", str(built_iceberg), "-C", str(classes), ICEBERG_PACKAGE],
             ["rm", "-r", str(classes / ICEBERG_PACKAGE)],
+            *([[jar, "--create", "--file", str(built_protobuf), "-C", str(classes), PROTOBUF_PACKAGE],
+               ["rm", "-r", str(classes / PROTOBUF_PACKAGE)]] if with_protobuf else []),
             [jar, "--create", "--file", str(built), "-C", str(classes), "."],
         ]
         for cmd in steps:
@@ -143,6 +158,10 @@ def build() -> Path:
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
                 raise SetupError(f"building icetide's JVM classes failed ({Path(cmd[0]).name}):\n{tail}")
         os.replace(built_iceberg, iceberg_out)
+        if with_protobuf:
+            os.replace(built_protobuf, protobuf_out)
+        else:
+            protobuf_out.unlink(missing_ok=True)
         os.replace(built, out)
     marker.write_text(digest)
     return out

@@ -49,6 +49,7 @@ def maven_packages() -> str:
         f"org.apache.spark:spark-avro_{scala}:{v['spark.version']}",
         f"org.xerial:sqlite-jdbc:{v['sqlite.version']}",
         f"org.apache.iceberg:iceberg-aws-bundle:{v['iceberg.version']}",
+        f"com.google.protobuf:protobuf-java:{v['protobuf.version']}",
     ])
 
 
@@ -73,8 +74,9 @@ def icetide_jar() -> list[Path]:
 
 
 def _iceberg_jar(own: list[Path]) -> list[Path]:
-    """icetide's Iceberg-facing classes (the scan telemetry reporter), built with :func:`icetide_jar`."""
-    return [jvm.iceberg_jar()] if own and jvm.iceberg_jar().exists() else []
+    """icetide's classes that must share a class loader with ``spark.jars``, built with :func:`icetide_jar`:
+    the Iceberg-facing ones (the scan telemetry reporter) and the Protobuf decoder (over protobuf-java)."""
+    return [j for j in (jvm.iceberg_jar(), jvm.protobuf_jar()) if own and j.exists()]
 
 
 #: ``console`` (what ``icetide -v`` sets) leaves Spark's own log lines on the terminal

@@ -4,7 +4,8 @@ One module per format, each one :class:`~.base.ValueFormat` registered under its
 name (:data:`~.base.FORMATS`): JSON in :mod:`.json` (+ :mod:`.json_scan`, its one-pass checks),
 Avro in :mod:`.avro` (+ :mod:`.avro_types`, :mod:`.avro_semantic`, :mod:`.avro_rows`), JSON Schema
 in :mod:`.json_schema` (+ :mod:`.json_schema_types`, :mod:`.json_schema_rules`,
-:mod:`.json_schema_checks`); the registry formats share :mod:`.wire` (the Confluent wire format)
+:mod:`.json_schema_checks`), Protobuf in :mod:`.protobuf` (+ :mod:`.protobuf_types`,
+:mod:`.protobuf_schema`); the registry formats share :mod:`.wire` (the Confluent wire format)
 and :mod:`.registry` (the schema-registry client). :mod:`.base` documents the stages and the
 invariants every format keeps. A new format is one module and its name among ``source.format``'s
 values.
@@ -25,8 +26,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-import icetide.ingest.formats.json  # registers the format (as the next line does)
-import icetide.ingest.formats.json_schema  # noqa: F401 - registers the format
+import icetide.ingest.formats.json  # registers the format (as the next two lines do)
+import icetide.ingest.formats.json_schema
+import icetide.ingest.formats.protobuf  # noqa: F401 - registers the format
 from icetide.config.source import KafkaSource
 from icetide.config.target import CdcSettings, RouteSettings
 from icetide.ingest import decode

@@ -51,6 +51,7 @@ class RegistryClient:
         self.cfg = cfg
         self._sleep = sleep
         self._schemas: dict[int, dict[str, Any]] = {}
+        self._versions: dict[tuple[str, int], dict[str, Any]] = {}
         self._headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
         if cfg.basic_auth_user_info is not None:
             token = base64.b64encode(cfg.basic_auth_user_info.get_secret_value().encode()).decode()
@@ -127,6 +128,18 @@ class RegistryClient:
             except KeyError:
                 raise UnknownSchemaId(schema_id) from None
         return self._schemas[schema_id]
+
+    def version(self, subject: str, version: int) -> dict[str, Any]:
+        """One registered version of a subject (``schema``, ``schemaType``, ``references``: what a schema
+        reference names), cached; :class:`UnknownSchemaId` when the registry has no such subject or version."""
+        key = (subject, int(version))
+        if key not in self._versions:
+            try:
+                got = self.get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{int(version)}")
+            except KeyError:
+                raise UnknownSchemaId(f"{subject} version {version}") from None
+            self._versions[key] = got if isinstance(got, dict) else {}
+        return self._versions[key]
 
     def latest(self, subject: str) -> dict[str, Any] | None:
         """The subject's latest version (``id``, ``version``, ``schema``), None when there is no such subject."""
