@@ -323,3 +323,35 @@ def test_versions_of_a_subject_merge_into_one_table_type() -> None:
     v1 = parse(obj(id={"type": "integer"}, name={"type": "string"}), 1).struct
     v2 = parse(obj(id={"type": "integer"}, email={"type": ["string", "null"]}, name={"type": "string"}), 2).struct
     assert merged([v1, v2]).fieldNames() == ["id", "name", "email"] == merged([v1, v2]).fieldNames()
+
+
+def test_the_demo_frames_two_versions_and_each_bad_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    import icetide.demo.json_schema_events as demo
+
+    registered: list[dict[str, Any]] = []
+    monkeypatch.setattr(demo, "register", lambda url, subject, s: registered.append(s) or 10 + len(registered))
+    values = list(demo.json_schema_values(48, "http://registry", "t", bad_every=8))
+    assert registered == [demo.V1, demo.V2]
+    bad = {err: v for v, err in values if err}
+    assert [err for _, err in values if err] == ["bad_magic_byte", "truncated_record", "unknown_schema_id",
+                                                 "malformed_json", "schema_violation", "null_value"]
+    good = [v for v, err in values if err is None and v is not None]
+    assert len(good) == 42 and {v[:5] for v in good} == {b"\x00\x00\x00\x00\x0b", b"\x00\x00\x00\x00\x0c"}
+    events = [json.loads(v[5:]) for v in good]
+    assert [e["id"] for e in events[:2]] == ["evt-000000000", "evt-000000001"]
+    for v, e in zip(good, events, strict=True):  # v2 (id 12, with device) from halfway
+        assert (v[4] == 12) == ("device" in e) == (int(e["id"][4:]) >= 24)
+    v1, v2 = (parse(s, sid) for sid, s in ((11, demo.V1), (12, demo.V2)))
+    assert [f.name for f in v2.struct.fields] == [*(f.name for f in v1.struct.fields), "device"]
+    assert isinstance(v1.struct["event_time"].dataType, TimestampType)
+    assert all(e["amount"] >= 0 and e["event_type"] in demo.V1["properties"]["event_type"]["enum"] for e in events)
+
+    assert bad["bad_magic_byte"] is not None and bad["bad_magic_byte"][0] == 1
+    assert bad["unknown_schema_id"] is not None and bad["unknown_schema_id"][1:5] == (2**31 - 7).to_bytes(4, "big")
+    for cls in ("malformed_json", "schema_violation"):
+        assert bad[cls] is not None and bad[cls][:5] == b"\x00\x00\x00\x00\x0b"  # a known id: the text is at fault
+    with pytest.raises(ValueError):
+        json.loads(bad["malformed_json"][5:])  # type: ignore[index]
+    broken = json.loads(bad["schema_violation"][5:])  # type: ignore[index]
+    assert broken["amount"] < 0 and Rule(("amount",), "minimum", 0) in v1.rules  # breaks exactly its minimum
+    assert bad["null_value"] is None

@@ -213,10 +213,11 @@ def offsets(config_path: Path, engine: str, output: str) -> None:
 @click.option("--events", default=20_000, show_default=True, help="Sample events to produce.")
 @click.option("--port", default=9092, show_default=True, help="Local broker port.")
 @click.option("--fresh/--keep", default=True, show_default=True, help="Start from an empty demo folder.")
-@click.option("--format", "fmt", type=click.Choice(["json", "avro", "protobuf"]), default="json", show_default=True,
-              help="avro, protobuf: values through a local schema registry (a second schema version mid-stream).")
+@click.option("--format", "fmt", type=click.Choice(["json", "avro", "protobuf", "json_schema"]), default="json",
+              show_default=True, help="avro, protobuf, json_schema: values through a local schema registry (a second "
+              "schema version mid-stream).")
 @click.option("--registry-port", default=8095, show_default=True,
-              help="Local schema registry port (--format avro|protobuf).")
+              help="Local schema registry port (--format avro|protobuf|json_schema).")
 @handle_errors
 def demo(seconds: float, events: int, port: int, fresh: bool, fmt: str, registry_port: int) -> None:
     """Start a local Kafka, produce sample events (schema drift, bad records), ingest, report."""

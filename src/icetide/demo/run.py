@@ -22,8 +22,8 @@ TOPIC = "demo.events"
 
 def demo_config(port: int, trigger: str = "5 seconds", registry_url: str | None = None,
                 fmt: str = "avro") -> dict[str, Any]:
-    """The demo pipeline; with ``registry_url``, ``fmt`` (avro, protobuf) values whose schema comes from
-    the registry."""
+    """The demo pipeline; with ``registry_url``, ``fmt`` (avro, protobuf, json_schema) values whose schema
+    comes from the registry."""
     cfg: dict[str, Any] = {
         "name": "demo",
         "source": {"bootstrap_servers": f"127.0.0.1:{port}", "topics": [TOPIC],
@@ -59,7 +59,7 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool, fmt: str = "js
     if fresh and demo_dir.exists():
         shutil.rmtree(demo_dir)
     demo_dir.mkdir(parents=True, exist_ok=True)
-    registered = fmt in ("avro", "protobuf")
+    registered = fmt in ("avro", "protobuf", "json_schema")
     for profile in ("spark", "kafka", *(["registry"] if registered else [])):
         with console.status(f"fetching {profile} jars with Maven (first run only)…"):
             jvm.fetch(profile)
@@ -73,6 +73,7 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool, fmt: str = "js
     registry = None
     if registered:
         from icetide.demo.avro_events import avro_values
+        from icetide.demo.json_schema_events import json_schema_values
         from icetide.demo.protobuf_events import protobuf_values
         from icetide.services.registry import LocalRegistry
 
@@ -82,12 +83,13 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool, fmt: str = "js
         with console.status("starting the schema registry…"):
             registry.start()
         console.print(f"[green]✓[/] schema registry (Apicurio, Confluent API) on {registry.url}")
-        make = avro_values if fmt == "avro" else protobuf_values
+        make = {"avro": avro_values, "protobuf": protobuf_values, "json_schema": json_schema_values}[fmt]
         values = make(events, registry.url, TOPIC, bad_every=200)
     else:
         values = sample_values(events, bad_every=200)
     produced = produce(broker.bootstrap, TOPIC, values)
-    console.print(f"[green]✓[/] produced {produced.good} events as {fmt.upper()} (+ {produced.bad} bad records, "
+    name = {"json_schema": "JSON Schema"}.get(fmt, fmt.upper())
+    console.print(f"[green]✓[/] produced {produced.good} events as {name} (+ {produced.bad} bad records, "
                   f"a new 'device' field from halfway) to '{TOPIC}'")
 
     cfg_path = demo_dir / "pipeline.yaml"
