@@ -91,7 +91,8 @@ class Decoding:
         from pyspark.sql.avro.functions import from_avro
 
         w = self.writer
-        decoded = from_avro(payload(), w.text, {"mode": "PERMISSIVE", "avroSchema": with_sentinel(w.schema)})
+        decoded = from_avro(payload(), w.text, {"mode": "PERMISSIVE", "avroSchema": with_sentinel(w.schema),
+                                                    **avro_types.SPARK_OPTIONS})
         return avro_rows.converted(decoded, w.decoded_struct, w.conversions)
 
 
@@ -181,10 +182,11 @@ class AvroFormat(ValueFormat):
             schema = json.loads(text)
             if isinstance(schema, dict) and schema.get("type") == "record":
                 dec = from_avro(payload("_kafka_key"), text,
-                                {"mode": "PERMISSIVE", "avroSchema": with_sentinel(schema)})
+                                {"mode": "PERMISSIVE", "avroSchema": with_sentinel(schema),
+                                 **avro_types.SPARK_OPTIONS})
                 value = F.when(dec[OK].isNotNull(), F.to_json(dec.dropFields(OK)))
             else:
-                dec = from_avro(payload("_kafka_key"), text, {"mode": "PERMISSIVE"})
+                dec = from_avro(payload("_kafka_key"), text, {"mode": "PERMISSIVE", **avro_types.SPARK_OPTIONS})
                 # a primitive as its JSON text: to_json of a one-element array, brackets cut
                 value = F.when(dec.isNotNull(), F.regexp_extract(F.to_json(F.array(dec)), r"^\[(.*)\]$", 1))
             out = F.when(kid == F.lit(i), value).otherwise(out)
@@ -335,7 +337,7 @@ def spark_accepts(spark: SparkSession, writer: avro_types.WriterSchema) -> None:
     jvm: Any = spark._jvm
     try:
         parsed = jvm.org.apache.avro.Schema.Parser().parse(with_sentinel(writer.schema))
-        jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(parsed)
+        jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(parsed, True, avro_types.UNION_PREFIX, -1)
     except Exception as e:  # Py4JJavaError: the JVM refused the schema
         java = getattr(e, "java_exception", None)
         why = str(java.getMessage()) if java is not None else str(e)
