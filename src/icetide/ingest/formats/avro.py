@@ -256,6 +256,13 @@ class AvroFormat(ValueFormat):
                  and (t := row_type(self.decodings[i].struct, cdc)) is not None]
         return avro_types.merged(types) if types else None
 
+    def carries(self, parts: tuple[str, ...], cdc: CdcSettings | None) -> Column:
+        """The records whose writer schema declares the field at ``parts`` (a field a table policy
+        refused: every record of such a version is a dead letter, as a JSON record with the key is)."""
+        ids = [i for i in self.batch_ids if (d := self.decodings.get(i)) is not None
+               and (row := row_type(d.struct, cdc)) is not None and avro_rows.declares(row, parts)]
+        return F.col(ID).isin(ids) if ids else F.lit(False)
+
     def parse_columns(self, spark: SparkSession | None, schema: StructType, max_value_bytes: int,
                       parsed_name: str = PARSED, cdc: CdcSettings | None = None) -> Parsed:
         """(parsed struct: the table's columns plus ``__icetide_ok`` and, for CDC, the change's
