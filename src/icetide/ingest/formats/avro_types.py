@@ -21,10 +21,8 @@ long + timestamp-millis/-micros         timestamp (with zone, UTC)
 long + local-timestamp-millis/-micros   timestamp without zone
 [null, T]                               optional T
 [int, long] / [float, double]           long / double
-other unions                            struct<member_int, member_string, member_Addr, …>: one field
-                                        per non-null member, named after its type (Spark's stable
-                                        union names, ``enableStableIdentifiersForUnionType``), so a
-                                        version that reorders or adds members keeps the columns
+other unions                            struct<member_int, member_Addr, …>: a field per non-null member
+                                        named by its type (Spark's stable union names, :data:`SPARK_OPTIONS`)
 null                                    (no column)
 ======================================  =========================================================
 
