@@ -75,7 +75,8 @@ def test_references_of_references_are_followed_once_and_a_missing_one_is_refused
     schemas, _ = avro_refs.resolved(registry, 8, json.dumps(order),  # type: ignore[arg-type]
                                     [ref("com.acme.common.Address", "address", 3),
                                      ref("com.acme.common.Address", "address", 3)])
-    assert avro_types.parse(8, json.dumps(schemas[0])).struct["ship_to"].dataType["geo"].dataType.fieldNames() == ["lat"]
+    ship_to = avro_types.parse(8, json.dumps(schemas[0])).struct["ship_to"].dataType
+    assert ship_to["geo"].dataType.fieldNames() == ["lat"]
     assert registry.asked == ["/subjects/address/versions/3", "/subjects/geo/versions/1"]
     with pytest.raises(avro_types.UnsupportedSchema, match="references subject 'gone' version 2, which the regis"):
         avro_refs.resolved(Registry({}), 9, json.dumps(order), [ref("x.Y", "gone", 2)])  # type: ignore[arg-type]
