@@ -8,7 +8,8 @@ what it holds does not depend on which versions exist, on the subject it came th
 restart. A table's type is the union of the versions it has seen (:meth:`AvroFormat.declared`,
 evolution never drops a column); the decoded record is projected by name onto the table's columns
 (:func:`.avro_rows.project`), and an id whose types conflict with the table's is refused as a whole
-(``incompatible_schema``).
+(``incompatible_schema``). References are written out and a top-level union of records is read as
+one id per member (:mod:`.avro_refs`, :meth:`AvroFormat.with_scan`).
 
 A schema is data from outside: its defaults are never read (a record decodes with its own writer
 schema, so they are dropped from the schema ``from_avro`` gets: registries accept defaults Avro's
@@ -22,7 +23,7 @@ default true), that no writer has: Avro resolution fills it for every record tha
 record it is null for is a dead letter (``undecodable``), never a row.
 
 Dead-letter classes: ``truncated_record`` (shorter than the 5-byte header), ``bad_magic_byte``,
-``unknown_schema_id`` (the registry answers 404), ``unsupported_schema`` (recursive, references,
+``unknown_schema_id`` (the registry answers 404), ``unsupported_schema`` (recursive, a missing reference,
 not a record, … see :mod:`.avro_types`), ``undecodable``, ``incompatible_schema``.
 """
 
