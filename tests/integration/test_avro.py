@@ -167,7 +167,13 @@ def test_python_type_mapping_matches_spark_from_avro(spark) -> None:  # type: ig
     from icetide.ingest.formats import avro_types
 
     jvm = spark._jvm
-    for schema in (V1, V2):
+    unions = {"type": "record", "name": "U", "namespace": "t", "fields": [  # Spark's stable union names (#40)
+        {"name": "u", "type": ["null", {"type": "record", "name": "Addr", "namespace": "geo", "fields": [
+            {"name": "city", "type": "string"}]}, {"type": "long", "logicalType": "timestamp-millis"}, "string",
+            {"type": "enum", "name": "E", "symbols": ["A"]}, {"type": "array", "items": "int"},
+            {"type": "map", "values": "long"}, {"type": "fixed", "name": "F2", "size": 2}, "boolean"]},
+        {"name": "v", "type": ["string", "int"]}, {"name": "w", "type": ["geo.Addr", "null", "bytes"]}]}
+    for schema in (V1, V2, unions):
         text = json.dumps(schema)
         java_type = jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(  # stable union names (#40)
             jvm.org.apache.avro.Schema.Parser().parse(text), True, "member_", -1).dataType()
@@ -445,9 +451,9 @@ def test_registry_histories_evolution_unions_and_references_in_two_runs(kafka, l
     that serves it, as Confluent's does, decodes like any other); Kafka tombstones on append tables
     (skipped and counted, no dead letter); and items 5, 7 and 8 on the first run's tables
     (:class:`Evolving`: map-value evolution, fields max_columns refuses, a reordered union, a schema
-    reference, a top-level union of records). CI cost: 85 s (measured alone after the module's
-    mapping test, 2 cores); the same test without items 5, 7 and 8 took 46 s, so they add 39 s
-    (in a test of their own, with its own two runs, they took 82 s)."""
+    reference, a top-level union of records). CI cost: 68 s in a run of the whole module (2 cores,
+    one worker); measured alone after one other test, 85 s with items 5, 7 and 8 and 46 s without
+    them (in a test of their own, with two runs of its own, they took 82 s)."""
     from tests.fixtures.avro import register_unvalidated
 
     ns = unique("avrohist")
