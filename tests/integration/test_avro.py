@@ -137,7 +137,8 @@ def test_two_versions_every_type_and_every_bad_input_in_one_batch(kafka, lake, t
         assert dict(r["attrs"]) == want["attrs"]
         assert r["items"] == want["items"]
         assert r["addr"] == ({"city": "Oslo", "zip": None} if i % 3 else None)
-        assert r["choice"] == ({"member0": i, "member1": None} if i % 2 else {"member0": None, "member1": f"c{i}"})
+        assert r["choice"] == ({"member_int": i, "member_string": None} if i % 2
+                               else {"member_int": None, "member_string": f"c{i}"})
         assert r["ok"] is bool(i % 2) and r["ratio"] == 0.5
 
     iceberg = pyiceberg_catalog(load_config(cfg)).load_table(table).schema()
@@ -166,10 +167,16 @@ def test_python_type_mapping_matches_spark_from_avro(spark) -> None:  # type: ig
     from icetide.ingest.formats import avro_types
 
     jvm = spark._jvm
-    for schema in (V1, V2):
+    unions = {"type": "record", "name": "U", "namespace": "t", "fields": [  # Spark's stable union names (#40)
+        {"name": "u", "type": ["null", {"type": "record", "name": "Addr", "namespace": "geo", "fields": [
+            {"name": "city", "type": "string"}]}, {"type": "long", "logicalType": "timestamp-millis"}, "string",
+            {"type": "enum", "name": "E", "symbols": ["A"]}, {"type": "array", "items": "int"},
+            {"type": "map", "values": "long"}, {"type": "fixed", "name": "F2", "size": 2}, "boolean"]},
+        {"name": "v", "type": ["string", "int"]}, {"name": "w", "type": ["geo.Addr", "null", "bytes"]}]}
+    for schema in (V1, V2, unions):
         text = json.dumps(schema)
-        java_type = jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(
-            jvm.org.apache.avro.Schema.Parser().parse(text)).dataType()
+        java_type = jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(  # stable union names (#40)
+            jvm.org.apache.avro.Schema.Parser().parse(text), True, "member_", -1).dataType()
         from_jvm = StructType.fromJson(json.loads(java_type.json()))
         mine = avro_types.to_spark(schema)
 
@@ -433,15 +440,20 @@ def raw_encode(sid: int, schema: dict[str, Any], record: dict[str, Any]) -> byte
     return b"\x00" + sid.to_bytes(4, "big") + out.getvalue()
 
 
-def test_histories_shared_ids_lax_defaults_and_tombstones_in_one_run(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
-    """One run over four topics (routed by topic, ``on_tombstone: skip``), one item of #40 each:
-    a BACKWARD history that deleted a field and an enum symbol (the field is a column, each record
-    holds what its own version wrote, before and after a restart); one schema id shared by two
-    subjects (the other subject's newer version never reaches its table); a default registries
-    accept and Avro's strict parser refuses (the run goes on: Apicurio itself cannot serve that
-    schema by id, HTTP 400, so its records are dead letters with the reason at once; the same
-    schema from a registry that serves it, as Confluent's does, decodes like any other); Kafka
-    tombstones on append tables (skipped and counted, no dead letter). CI cost: 61 s (measured alone, 2 cores)."""
+def test_registry_histories_evolution_unions_and_references_in_two_runs(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
+    """One pipeline over nine topics (routed by topic, ``on_tombstone: skip``), run twice (the
+    second run is a restart that meets the first run's tables), one item of #40 each: a BACKWARD
+    history that deleted a field and an enum symbol (the field is a column, each record holds what
+    its own version wrote, before and after a restart); one schema id shared by two subjects (the
+    other subject's newer version never reaches its table); a default registries accept and Avro's
+    strict parser refuses (the run goes on: Apicurio itself cannot serve that schema by id, HTTP
+    400, so its records are dead letters with the reason at once; the same schema from a registry
+    that serves it, as Confluent's does, decodes like any other); Kafka tombstones on append tables
+    (skipped and counted, no dead letter); and items 5, 7 and 8 on the first run's tables
+    (:class:`Evolving`: map-value evolution, fields max_columns refuses, a reordered union, a schema
+    reference, a top-level union of records). CI cost: 68 s in a run of the whole module (2 cores,
+    one worker); measured alone after one other test, 85 s with items 5, 7 and 8 and 46 s without
+    them (in a test of their own, with two runs of its own, they took 82 s)."""
     from tests.fixtures.avro import register_unvalidated
 
     ns = unique("avrohist")
@@ -475,9 +487,11 @@ def test_histories_shared_ids_lax_defaults_and_tombstones_in_one_run(kafka, lake
     laxes = [first, *(raw_encode(lax2_id, plain2, {"id": i, "s": s}) for i, s in ((1, "one"), (2, "two")))]
     for topic, values in ((hist, history), (tx, xs), (ty, ys), (lax, laxes)):
         send(kafka.bootstrap, topic, values)
+    evolving = Evolving(kafka, registry.url, ns)
     cfg_dict = avro_pipeline(kafka, lake, tmp_path, hist, f"{ns}.unused", registry.url,
-                             target={"route": {"by": "topic", "table": f"{ns}.{{topic}}"}, "on_tombstone": "skip"})
-    cfg_dict["source"]["topics"] = [hist, tx, ty, lax]
+                             target={"route": {"by": "topic", "table": f"{ns}.{{topic}}"}, "on_tombstone": "skip",
+                                     "max_columns": Evolving.MAX_COLUMNS})
+    cfg_dict["source"]["topics"] = [hist, tx, ty, lax, *evolving.topics]
     cfg_dict["dead_letter"] = {"table": f"{ns}.dlq"}
     cfg = write_config(tmp_path / "p.yaml", cfg_dict)
     started = time.monotonic()
@@ -494,9 +508,13 @@ def test_histories_shared_ids_lax_defaults_and_tombstones_in_one_run(kafka, lake
     for i in range(10, 20):
         assert (rows[i]["email"], rows[i]["color"], rows[i]["note"]) == (None, "GREEN", "n")
     assert runner.writer.counters.tombstones_skipped == 3
+    evolving.check_first(cfg, table)
     # after a restart (a new run, no schema seen yet), records of the old version still hold their email
     send(kafka.bootstrap, hist, [encode(s1, hist, {"id": i, "email": f"p{i}@x", "color": "BLUE"}) for i in (20, 21)])
+    evolving.second()
+    started = time.monotonic()
     run_in_process(spark, cfg)
+    print(f"second run: {time.monotonic() - started:.1f} s")
     later = {r["id"]: r for r in scan(cfg, table(hist)) if r["id"] >= 20}
     assert {i: (r["email"], r["color"]) for i, r in later.items()} == {20: ("p20@x", "BLUE"), 21: ("p21@x", "BLUE")}
     assert shared, "the registry gave the same schema two ids: the shared-id case is not exercised"
@@ -506,8 +524,11 @@ def test_histories_shared_ids_lax_defaults_and_tombstones_in_one_run(kafka, lake
     assert sorted((r["id"], r["extra"]) for r in scan(cfg, table(tx))) == [(1, None), (2, "e")]
     assert [r["id"] for r in scan(cfg, table(lax))] == [0]
     letters = dead_letters(cfg, f"{ns}.dlq")
-    assert sorted((r["value"], r["error_class"]) for r in letters) == [(v, "unsupported_schema") for v in laxes[1:]]
-    assert all(f"schema id {lax2_id}: the registry answers HTTP 400" in r["error_message"] for r in letters)
+    assert sorted((r["value"], r["error_class"]) for r in letters) == sorted(
+        [*((v, "unsupported_schema") for v in laxes[1:]), *evolving.dead_letters()])
+    assert all(f"schema id {lax2_id}: the registry answers HTTP 400" in r["error_message"] for r in letters
+               if r["error_class"] == "unsupported_schema")
+    evolving.check(cfg, table, letters)
     # the lax schema as a registry that serves it gives it: accepted by the JVM check, decoded
     from icetide.ingest.formats import avro as avro_format
     from icetide.ingest.formats import avro_types
@@ -642,3 +663,124 @@ def test_each_record_is_decoded_once_whatever_the_schemas_width(spark) -> None: 
     assert plan.count("from_avro(") == 1, plan[:3000]
     got = sorted((r[0]["id"], r[0]["f39"], r[1]) for r in parsed.select(decode.PARSED, decode.ERROR_CLASS).collect())
     assert got == [("r0", 0, None), ("r1", 39, None), ("r2", 78, None)]
+
+
+
+class Evolving:
+    """#40 items 5, 7 and 8 as topics of the histories test's run (routed by topic), whose first run
+    makes the tables its second run evolves: a map whose struct values gain fields; a version
+    declaring more fields than ``target.max_columns`` (:data:`MAX_COLUMNS`) admits; a union whose
+    members a version reorders and adds to; a record using a type registered in another subject
+    (a schema reference); a top-level union of two referenced record types, and a record of it
+    naming no member."""
+
+    MAX_COLUMNS = 8
+    ADDED = ("w", "v", "u", "t", "s", "r", "q")  # room for five: the writer's first five, not the names' first
+
+    def __init__(self, kafka: Any, url: str, ns: str) -> None:
+        from icetide.demo.events import create_topic
+
+        self.kafka, self.url, self.ns = kafka, url, ns
+        self.t_map, self.t_union, self.t_limit, self.t_refs, self.t_multi = (
+            unique(p) for p in ("avro-map", "avro-union", "avro-limit", "avro-refs", "avro-multi"))
+        self.topics = [self.t_map, self.t_union, self.t_limit, self.t_refs, self.t_multi]
+        for t in (self.t_refs, self.t_multi):  # written to after the first run
+            create_topic(kafka.bootstrap, t, 1)
+        price = {"type": "record", "name": "Price", "namespace": ns, "fields": [{"name": "amount", "type": "long"}]}
+        self.map1 = {"type": "record", "name": "Book", "namespace": ns, "fields": [
+            {"name": "id", "type": "long"}, {"name": "prices", "type": {"type": "map", "values": price}}]}
+        price2 = {**price, "fields": [*price["fields"], {"name": "currency", "type": "string", "default": "EUR"},
+                                      {"name": "cents", "type": "int", "default": 0}]}
+        self.map2 = {**self.map1, "fields": [self.map1["fields"][0],
+                                             {"name": "prices", "type": {"type": "map", "values": price2}}]}
+        self.union1 = {"type": "record", "name": "Pick", "namespace": ns, "fields": [
+            {"name": "id", "type": "long"}, {"name": "u", "type": ["null", "int", "string"], "default": None}]}
+        addr = {"type": "record", "name": "Addr", "namespace": ns, "fields": [{"name": "city", "type": "string"}]}
+        self.union2 = {**self.union1, "fields": [self.union1["fields"][0], {
+            "name": "u", "type": ["null", addr, "string", "int"], "default": None}]}  # reordered, one added first
+        self.limit1 = {"type": "record", "name": "Wide", "namespace": ns, "fields": [
+            {"name": n, "type": "long"} for n in ("id", "a", "b")]}
+        self.limit2 = {**self.limit1, "fields": [*self.limit1["fields"],
+                                                 *({"name": n, "type": "long", "default": 0} for n in self.ADDED)]}
+        s_map1, s_union1, s_limit1 = (serializer(url, x) for x in (self.map1, self.union1, self.limit1))
+        self.s_limit1 = s_limit1
+        send(kafka.bootstrap, self.t_map, [encode(s_map1, self.t_map, {"id": i, "prices": {"eu": {"amount": i}}})
+                                           for i in range(3)])
+        send(kafka.bootstrap, self.t_union, [encode(s_union1, self.t_union, {"id": i, "u": i if i % 2 else f"s{i}"})
+                                             for i in range(4)])
+        send(kafka.bootstrap, self.t_limit, [encode(s_limit1, self.t_limit, {"id": i, "a": i, "b": i})
+                                             for i in range(2)])
+
+    def second(self) -> None:
+        """The second versions, and records of a reference and of a union of records (after the first run)."""
+        ns, url, bootstrap = self.ns, self.url, self.kafka.bootstrap
+        address = {"type": "record", "name": "Address", "namespace": f"{ns}.common", "fields": [
+            {"name": "city", "type": "string"}, {"name": "zip", "type": ["null", "string"], "default": None}]}
+        on_address = [(f"{ns}.common.Address", f"{ns}-address", 1)]
+        register(url, f"{ns}-address", address)
+        customer = {"type": "record", "name": "Customer", "namespace": ns, "fields": [
+            {"name": "id", "type": "long"}, {"name": "home", "type": f"{ns}.common.Address"},
+            {"name": "work", "type": ["null", f"{ns}.common.Address"], "default": None}]}
+        refs_id = register(url, f"{self.t_refs}-value", customer, references=on_address)
+        order = {"type": "record", "name": "Order", "namespace": ns, "fields": [
+            {"name": "id", "type": "long"}, {"name": "ship_to", "type": f"{ns}.common.Address"}]}
+        refund = {"type": "record", "name": "Refund", "namespace": ns, "fields": [
+            {"name": "id", "type": "long"}, {"name": "reason", "type": "string"}]}
+        register(url, f"{ns}-order", order, references=on_address)
+        register(url, f"{ns}-refund", refund)
+        self.multi_id = register(url, f"{self.t_multi}-value", [f"{ns}.Order", f"{ns}.Refund"],
+                                 references=[(f"{ns}.Order", f"{ns}-order", 1), (f"{ns}.Refund", f"{ns}-refund", 1)])
+        s_map2, s_union2, s_limit2 = (serializer(url, x) for x in (self.map2, self.union2, self.limit2))
+        send(bootstrap, self.t_map, [encode(s_map2, self.t_map, {"id": i, "prices": {"us": {
+            "amount": i, "currency": "USD", "cents": i}}}) for i in (3, 4)])
+        send(bootstrap, self.t_union, [encode(s_union2, self.t_union, {"id": i, "u": u})
+                                       for i, u in ((4, "s4"), (5, 5), (6, {"city": "Oslo"}))])
+        self.refused = [encode(s_limit2, self.t_limit, {"id": i, "a": i, "b": i, **dict.fromkeys(self.ADDED, i)})
+                        for i in (2, 3)]
+        send(bootstrap, self.t_limit, [*self.refused, encode(self.s_limit1, self.t_limit, {"id": 4, "a": 4, "b": 4})])
+        inline = {**customer, "fields": [customer["fields"][0], {"name": "home", "type": address},
+                                         customer["fields"][2]]}
+        send(bootstrap, self.t_refs, [raw_encode(refs_id, inline, {
+            "id": i, "home": {"city": f"c{i}", "zip": None}, "work": {"city": "w", "zip": "0150"} if i else None})
+            for i in range(2)])
+        union = [{**order, "fields": [order["fields"][0], {"name": "ship_to", "type": address}]}, refund]
+        self.no_member = b"\x00" + self.multi_id.to_bytes(4, "big") + b"\x08\x02"  # member 4 of 2
+        send(bootstrap, self.t_multi, [*(raw_encode(self.multi_id, union, r) for r in (  # type: ignore[arg-type] # a union's record
+            (f"{ns}.Order", {"id": 1, "ship_to": {"city": "Bergen", "zip": "5003"}}),
+            (f"{ns}.Refund", {"id": 2, "reason": "late"}),
+            (f"{ns}.Order", {"id": 3, "ship_to": {"city": "Oslo", "zip": None}}))), self.no_member])
+
+    def dead_letters(self) -> list[tuple[bytes, str]]:
+        return sorted([*((v, "schema_limit") for v in self.refused), (self.no_member, "undecodable")])
+
+    def check_first(self, cfg: Path, table: Any) -> None:
+        value = pyiceberg_catalog(load_config(cfg)).load_table(table(self.t_map)).schema().find_type("prices")
+        assert [f.name for f in value.value_type.fields] == ["amount"]
+
+    def check(self, cfg: Path, table: Any, letters: list[dict[str, Any]]) -> None:
+        catalog = pyiceberg_catalog(load_config(cfg))
+        # item 5: the map's values took the new fields, in the writer's order; older rows read null there
+        books = {r["id"]: dict(r["prices"]) for r in scan(cfg, table(self.t_map))}
+        assert books == {**{i: {"eu": {"amount": i, "currency": None, "cents": None}} for i in range(3)},
+                         **{i: {"us": {"amount": i, "currency": "USD", "cents": i}} for i in (3, 4)}}
+        value = catalog.load_table(table(self.t_map)).schema().find_type("prices").value_type
+        assert [f.name for f in value.fields] == ["amount", "currency", "cents"]
+        # item 5: max_columns admitted the writer's first five new fields; the version declaring more is refused
+        wide = catalog.load_table(table(self.t_limit)).schema()
+        assert [f.name for f in wide.fields if not f.name.startswith("_kafka_")] == ["id", "a", "b", *self.ADDED[:5]]
+        assert sorted(r["id"] for r in scan(cfg, table(self.t_limit))) == [0, 1, 4]
+        # item 7: reordered and added union members keep their columns
+        picks = {r["id"]: r["u"] for r in scan(cfg, table(self.t_union))}
+        none = {"member_int": None, "member_string": None, "member_Addr": None}
+        assert picks == {**{i: none | ({"member_int": i} if i % 2 else {"member_string": f"s{i}"}) for i in range(6)},
+                         6: none | {"member_Addr": {"city": "Oslo"}}}
+        # item 8: a referenced type, and a top-level union of referenced record types (a row per member's record)
+        customers = sorted((r["id"], r["home"], r["work"]) for r in scan(cfg, table(self.t_refs)))
+        assert customers == [(0, {"city": "c0", "zip": None}, None),
+                             (1, {"city": "c1", "zip": None}, {"city": "w", "zip": "0150"})]
+        multi = sorted((r["id"], (r["ship_to"] or {}).get("city"), r["reason"]) for r in scan(cfg, table(self.t_multi)))
+        assert multi == [(1, "Bergen", None), (2, None, "late"), (3, "Oslo", None)]
+        messages = {r["error_class"]: r["error_message"] for r in letters}
+        assert "fields not added to the table: r, q" in messages["schema_limit"]
+        assert f"max_columns={self.MAX_COLUMNS}" in messages["schema_limit"]
+        assert f"no member of the union of records of schema id {self.multi_id}" in messages["undecodable"]

@@ -67,13 +67,39 @@ def col(name: str, t: Any, **kw: Any) -> dict[str, Any]:
     (["int", "long"], LongType()),
     (["float", "double", "null"], DoubleType()),
     (["int", "string", "null"],
-     StructType([StructField("member0", IntegerType()), StructField("member1", StringType())])),
+     StructType([StructField("member_int", IntegerType()), StructField("member_string", StringType())])),
     ({"type": "array", "items": "string"}, ArrayType(StringType())),
     ({"type": "map", "values": "long"}, MapType(StringType(), LongType())),
 ])
 def test_each_avro_type_maps_to_its_column_type(avro: Any, spark: Any) -> None:
     got = avro_types.parse(1, json.dumps(rec(col("x", avro)))).struct
     assert got.fieldNames() == ["x"] and got["x"].dataType == spark and got["x"].nullable
+
+
+def test_union_columns_are_named_by_type_so_versions_that_reorder_or_add_members_keep_them() -> None:
+    """#40 item 7: Spark's stable union names (``member_`` + the type's name, a named type without
+    its namespace), not positions: ``[int, string]`` and ``[string, int]`` give the same columns, a
+    member added before the others adds a column and moves none (positional names moved the string
+    values into ``member0`` when ``int`` went second)."""
+    addr = {"type": "record", "name": "Addr", "namespace": "geo", "fields": [col("city", "string")]}
+    v1 = avro_types.parse(1, json.dumps(rec(col("u", ["null", "int", "string"])))).struct["u"].dataType
+    v2 = avro_types.parse(2, json.dumps(rec(col("u", ["string", "null", "int"])))).struct["u"].dataType
+    v3 = avro_types.parse(3, json.dumps(rec(col("u", [addr, {"type": "long", "logicalType": "timestamp-millis"},
+                                                      "string", "int", {"type": "array", "items": "int"},
+                                                      {"type": "enum", "name": "E", "symbols": ["A"]}]))))
+    assert isinstance(v1, StructType) and isinstance(v2, StructType)
+    assert sorted(v1.fieldNames()) == sorted(v2.fieldNames()) == ["member_int", "member_string"]
+    assert v1["member_int"] == v2["member_int"] and v1["member_string"] == v2["member_string"]
+    got = v3.struct["u"].dataType
+    assert isinstance(got, StructType)
+    assert got.fieldNames() == ["member_Addr", "member_long", "member_string", "member_int", "member_array",
+                                "member_E"]
+    assert avro_types.fit(v1, got).ok and not avro_types.fit(v1, got).widen  # the table takes v3 by adding columns
+    assert avro_types.merged([v1, got]).fieldNames() == [
+        "member_int", "member_string", "member_Addr", "member_long", "member_array", "member_E"]
+    other = {**addr, "namespace": "shop"}
+    with pytest.raises(avro_types.UnsupportedSchema, match="two members named 'member_Addr'"):
+        avro_types.parse(4, json.dumps(rec(col("u", [addr, other]))))
 
 
 def test_nested_records_named_types_docs_and_time_notes() -> None:

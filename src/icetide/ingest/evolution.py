@@ -6,8 +6,9 @@ of the records routed to every table at once: each record is wrapped as
 table's inference). The inferred schema is compared with the
 table's:
 
-- a field the table lacks (top-level or nested in a struct or a list of structs) becomes a new
-  optional column;
+- a field the table lacks (top-level or nested in a struct, a list of structs or, for declared
+  types, a map's struct values) becomes a new optional column, in the writer's order (which fields
+  ``target.max_columns`` admits follows it too);
 - ``int`` → ``long`` when a value does not fit an int, ``float`` → ``double`` (JSON numbers are
   doubles), ``decimal(P,S)`` → ``decimal(P',S)`` when a value needs more integer digits;
 - a required field that a record leaves out or sets to null becomes optional.
@@ -72,6 +73,10 @@ class Path:
 
     def element(self) -> Path:
         return Path((*self.parts, "element"), True, self.given)
+
+    def value(self) -> Path:
+        """A map's values (Iceberg's name ``value``; ``in_list``: inside a collection)."""
+        return Path((*self.parts, "value"), True, self.given)
 
     @property
     def name(self) -> str:
@@ -161,8 +166,6 @@ def diff(table: StructType, inferred: StructType, max_columns: int) -> Evolution
     evo = Evolution()
     budget = [max_columns - _count_fields(table)]
     _walk_struct(Path(()), table, inferred, evo, budget, names.schema_dotted_names(table))
-    order = {f.name: i for i, f in enumerate(inferred.fields)}  # new columns in the records' order (Avro's)
-    evo.added.sort(key=lambda a: order.get(a[0].parts[0], len(order)))
     return evo
 
 
@@ -174,47 +177,53 @@ def _walk_struct(path: Path, have: StructType, seen: StructType, evo: Evolution,
     for f in have.fields:
         if not f.nullable:
             evo.required.append(path.child(f.name, names.original(f)))
-    # Lower-case spellings first: of two new names equal ignoring case, the lower-case one is added.
+    # Names first, lower-case spellings first: of two new names equal ignoring case, the lower-case one is added.
+    named: dict[str, tuple[Path, DataType]] = {}
     for f in sorted(seen.fields, key=lambda x: (x.name != x.name.lower(), x.name)):
-        here = path.child(f.name, names.original(f))
-        if f.name not in by_name:
-            t = _clean(f.dataType)
-            if t is None:
-                continue
-            if not path.parts and f.name.lower().startswith(RESERVED_PREFIXES):
-                evo.rejected.append((here, "reserved_field"))
-                continue
-            if f.name.lower() in taken:
-                evo.rejected.append((here, "ambiguous_field"))
-                continue
-            if names.problem(f.name) is not None or _bad_name(t):
-                evo.rejected.append((here, "invalid_field"))
-                continue
-            t = _one_spelling(here, t, evo)
-            mine = names.dotted_names(here.name, t)
-            if mine & dotted:  # e.g. a top-level "service.name" beside a struct "service" with "name"
-                evo.rejected.append((here, "ambiguous_field"))
-                continue
+        here, t = path.child(f.name, names.original(f)), _clean(f.dataType)
+        if f.name in by_name or t is None:
+            continue
+        if not path.parts and f.name.lower().startswith(RESERVED_PREFIXES):
+            evo.rejected.append((here, "reserved_field"))
+            continue
+        if f.name.lower() in taken:
+            evo.rejected.append((here, "ambiguous_field"))
+            continue
+        if names.problem(f.name) is not None or _bad_name(t):
+            evo.rejected.append((here, "invalid_field"))
+            continue
+        t = _one_spelling(here, t, evo)
+        mine = names.dotted_names(here.name, t)
+        if mine & dotted:  # e.g. a top-level "service.name" beside a struct "service" with "name"
+            evo.rejected.append((here, "ambiguous_field"))
+            continue
+        taken.add(f.name.lower())
+        dotted |= mine
+        named[f.name] = (here, t)
+    # Then the writer's order (Avro's; JSON's inference sorts by name): which fields target.max_columns
+    # admits, and where the new columns go.
+    for f in seen.fields:
+        if f.name in named:
+            here, t = named[f.name]
             n = 1 + _count_fields(t)
             if n > budget[0]:
                 evo.rejected.append((here, "schema_limit"))
                 continue
             budget[0] -= n
-            taken.add(f.name.lower())
-            dotted |= mine
             evo.added.append((here, t))
             if names.original(f) != f.name:
                 evo.comments[here] = names.ORIGINAL + names.original(f)
             elif (f.metadata or {}).get("comment"):  # a declared field's doc (Avro)
                 evo.comments[here] = str(f.metadata["comment"])
-            continue
-        if names.original(f) != names.original(by_name[f.name]):
-            # under field_names: sanitize, two producer names for one column ("user-agent" made it
-            # user_x2Dagent; now a literal "user_x2Dagent" arrives, or the other way round): the
-            # newcomer's records are dead letters, never read into the other field's column
-            evo.rejected.append((here, "name_collision"))
-            continue
-        _walk_type(here, by_name[f.name].dataType, f.dataType, evo, budget, dotted)
+        elif f.name in by_name:
+            here = path.child(f.name, names.original(f))
+            if names.original(f) != names.original(by_name[f.name]):
+                # under field_names: sanitize, two producer names for one column ("user-agent" made it
+                # user_x2Dagent; now a literal "user_x2Dagent" arrives, or the other way round): the
+                # newcomer's records are dead letters, never read into the other field's column
+                evo.rejected.append((here, "name_collision"))
+                continue
+            _walk_type(here, by_name[f.name].dataType, f.dataType, evo, budget, dotted)
 
 
 def _walk_type(path: Path, have: DataType, seen: DataType, evo: Evolution, budget: list[int],
@@ -223,6 +232,8 @@ def _walk_type(path: Path, have: DataType, seen: DataType, evo: Evolution, budge
         _walk_struct(path, have, seen, evo, budget, dotted)
     elif isinstance(have, ArrayType) and isinstance(seen, ArrayType):
         _walk_type(path.element(), have.elementType, seen.elementType, evo, budget, dotted)
+    elif isinstance(have, MapType) and isinstance(seen, MapType):  # declared maps (Avro): fields of their values
+        _walk_type(path.value(), have.valueType, seen.valueType, evo, budget, dotted)
     elif isinstance(have, FloatType) and isinstance(seen, DoubleType):
         evo.widened.append((path, have, DoubleType()))
     elif isinstance(have, IntegerType) and isinstance(seen, LongType) and not path.in_list:
@@ -315,6 +326,8 @@ def _partial(schema: StructType, added: list[tuple[Path, DataType]], comments: d
     def build(have: DataType, node: dict[str, Any]) -> DataType:
         if isinstance(have, ArrayType):
             return ArrayType(build(have.elementType, node["element"]), have.containsNull)
+        if isinstance(have, MapType):
+            return MapType(have.keyType, build(have.valueType, node["value"]), have.valueContainsNull)
         assert isinstance(have, StructType)
         by_name = {f.name: f for f in have.fields}
         fields = []

@@ -233,7 +233,9 @@ class Preparer:
             self._schemas.pop(table, None)
             plan.schema = self.schema(table)
             plan.evolved = evo.changes
-        cond = refused.rejected_condition(evo, self.formats.text())
+        cdc_settings = t.policy_for(table).cdc
+        cond = refused.rejected_condition(evo, self.formats.text(),
+                                          lambda p, hit: self.formats.carries(p.parts, cdc_settings, hit))
         if cond is not None:
             plan.refused = (cond, refused.rejected_message(evo, t.max_columns))
         if cond is None and t.policy_for(table).cdc is None:

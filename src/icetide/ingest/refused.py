@@ -4,17 +4,22 @@ that says why. The record is dead-lettered whole, so no value is dropped silentl
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from icetide.ingest import names
-from icetide.ingest.evolution import Evolution
+from icetide.ingest.evolution import Evolution, Path
 from icetide.ingest.names import RESERVED_PREFIXES
 
 
-def rejected_condition(evo: Evolution, text: Column | None = None) -> Column | None:
+def rejected_condition(evo: Evolution, text: Column | None = None,
+                       carries: Callable[[Path, Column], Column] | None = None) -> Column | None:
     """Records that carry a refused field, with the error class (None: no field was refused).
-    ``text``: each record's JSON text (:meth:`icetide.ingest.formats.Formats.text`; None: the value)."""
+    ``text``: each record's JSON text (:meth:`icetide.ingest.formats.Formats.text`; None: the value);
+    ``carries``: per field, whether a record has it where its format says (Avro: its writer schema
+    declares it, :meth:`icetide.ingest.formats.Formats.carries`), given the check on the text."""
     if not evo.rejected:
         return None
     text = F.col("value").cast("string") if text is None else text
@@ -29,6 +34,8 @@ def rejected_condition(evo: Evolution, text: Column | None = None) -> Column | N
         else:
             parent = text if len(p.given) == 1 else parents[p.given[:-1]]
             hit = F.coalesce(F.array_contains(F.json_object_keys(parent), F.lit(name)), F.lit(False))
+        if carries is not None:
+            hit = carries(p, hit)
         result = F.when(hit, F.lit(cls)) if result is None else result.when(hit, F.lit(cls))
     return result
 

@@ -193,6 +193,13 @@ class Formats:
         types = [t for f in self.values.values() if (t := f.declared(ids, cdc)) is not None]
         return merged(types) if types else None
 
+    def carries(self, parts: tuple[str, ...], cdc: CdcSettings | None, fallback: Column) -> Column:
+        """Per record: whether its value has the field at ``parts`` (one evolution refused), where its
+        format says (Avro: the record's writer schema declares it); ``fallback`` (the check on the
+        record's JSON text) for the others."""
+        out = self._per_record(lambda f: f.carries(parts, cdc), fallback)
+        return fallback if out is None else out
+
     def parse_columns(self, spark: SparkSession, schema: StructType, max_value_bytes: int,
                       parsed_name: str = decode.PARSED, cdc: CdcSettings | None = None) -> Parsed:
         each = {n: f.parse_columns(spark, schema, max_value_bytes, parsed_name, cdc) for n, f in self.values.items()}

@@ -8,7 +8,8 @@ what it holds does not depend on which versions exist, on the subject it came th
 restart. A table's type is the union of the versions it has seen (:meth:`AvroFormat.declared`,
 evolution never drops a column); the decoded record is projected by name onto the table's columns
 (:func:`.avro_rows.project`), and an id whose types conflict with the table's is refused as a whole
-(``incompatible_schema``).
+(``incompatible_schema``). References are written out and a top-level union of records is read as
+one id per member (:mod:`.avro_refs`, :meth:`AvroFormat.with_scan`).
 
 A schema is data from outside: its defaults are never read (a record decodes with its own writer
 schema, so they are dropped from the schema ``from_avro`` gets: registries accept defaults Avro's
@@ -22,7 +23,7 @@ default true), that no writer has: Avro resolution fills it for every record tha
 record it is null for is a dead letter (``undecodable``), never a row.
 
 Dead-letter classes: ``truncated_record`` (shorter than the 5-byte header), ``bad_magic_byte``,
-``unknown_schema_id`` (the registry answers 404), ``unsupported_schema`` (recursive, references,
+``unknown_schema_id`` (the registry answers 404), ``unsupported_schema`` (recursive, a missing reference,
 not a record, … see :mod:`.avro_types`), ``undecodable``, ``incompatible_schema``.
 """
 
@@ -39,6 +40,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 
+import icetide.ingest.formats.avro_refs as avro_refs
 import icetide.ingest.formats.avro_rows as avro_rows
 import icetide.ingest.formats.avro_types as avro_types
 from icetide.config.registry import SchemaRegistry
@@ -46,10 +48,14 @@ from icetide.config.source import KafkaSource
 from icetide.config.target import CdcSettings, RouteSettings
 from icetide.ingest import cdc as cdc_rules
 from icetide.ingest.decode import CORRUPT, PARSED
+from icetide.ingest.formats.avro_keys import KEY_ID as KEY_ID
+from icetide.ingest.formats.avro_keys import KEY_TEXT as KEY_TEXT
+from icetide.ingest.formats.avro_keys import Keys, with_sentinel
+from icetide.ingest.formats.avro_refs import MAX_MEMBERS
 from icetide.ingest.formats.avro_rows import OK as OK
 from icetide.ingest.formats.avro_rows import has_path, row_type
 from icetide.ingest.formats.base import Parsed, ValueFormat, register
-from icetide.ingest.formats.registry import RegistryClient, SchemaRefused, UnknownSchemaId
+from icetide.ingest.formats.registry import RegistryClient
 from icetide.ingest.formats.wire import ID as ID
 from icetide.ingest.formats.wire import UNKNOWN_RETRY_S as UNKNOWN_RETRY_S
 from icetide.ingest.formats.wire import ids_of, payload, registered_text, with_ids
@@ -62,18 +68,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KEY_ID = "_icetide_key_schema_id"
-#: A record's Avro key as JSON text (null when it has no key or the key does not decode).
-KEY_TEXT = "_icetide_key_text"
 #: In a CDC table's parsed struct: the change's operation and ordering value, as the envelope gives them.
 CDC_OP, CDC_ORDERING = "__icetide_op", "__icetide_ordering"
 ERROR_CLASSES = ("truncated_record", "bad_magic_byte", "unknown_schema_id", "unsupported_schema", "undecodable",
                  "incompatible_schema")
-_SENTINEL = {"name": OK, "type": "boolean", "default": True}
-
-
-def with_sentinel(schema: Any) -> str:
-    return json.dumps({**schema, "fields": [*schema.get("fields", []), _SENTINEL]}, separators=(",", ":"))
 
 
 @dataclass
@@ -82,6 +80,7 @@ class Decoding:
     semantic conversions; ``struct`` is the decoded record's type."""
 
     writer: avro_types.WriterSchema
+    member: int | None = None  # a member of a top-level union: its record follows the member's index (one byte)
 
     @property
     def struct(self) -> StructType:
@@ -91,7 +90,9 @@ class Decoding:
         from pyspark.sql.avro.functions import from_avro
 
         w = self.writer
-        decoded = from_avro(payload(), w.text, {"mode": "PERMISSIVE", "avroSchema": with_sentinel(w.schema)})
+        data = payload() if self.member is None else F.substring(F.col("value"), 7, 2**31 - 1)
+        decoded = from_avro(data, w.text, {"mode": "PERMISSIVE", "avroSchema": with_sentinel(w.schema),
+                                                    **avro_types.SPARK_OPTIONS})
         return avro_rows.converted(decoded, w.decoded_struct, w.conversions)
 
 
@@ -111,10 +112,9 @@ class AvroFormat(ValueFormat):
     refused: dict[int, str] = field(default_factory=dict)  # id → why (unsupported_schema)
     unknown: dict[int, float] = field(default_factory=dict)  # id the registry did not know → when (clock)
     batch_ids: list[int] = field(default_factory=list)
-    #: Avro keys (source.key_format: avro): key schema id → its writer schema's text
-    key_schemas: dict[int, str] = field(default_factory=dict)
-    key_unknown: dict[int, str] = field(default_factory=dict)  # id → why it cannot decode keys
-    batch_key_ids: list[int] = field(default_factory=list)
+    #: top-level unions of records: schema id → how many members (each decoded as its own id, :func:`member_id`)
+    unions: dict[int, int] = field(default_factory=dict)
+    keys: Keys = field(default_factory=Keys)  # Avro keys (source.key_format: avro)
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
@@ -139,71 +139,62 @@ class AvroFormat(ValueFormat):
 
     def learn(self, ids: list[int], check: Callable[[avro_types.WriterSchema], None]) -> None:
         """Fetch the ids not seen yet (``check``: the JVM's word on a writer schema; see :func:`.wire.learn`)."""
-        def make(sid: int) -> Decoding:
-            writer = self._writer(sid)
-            check(writer)
-            return Decoding(writer)
+        def make(sid: int) -> list[Decoding]:
+            writers, union = self._writers(sid)
+            for w in writers:
+                check(w)
+            return [Decoding(w, k if union else None) for k, w in enumerate(writers)]
 
-        self.decodings.update(wire_learn(ids, self.decodings, self.refused, self.unknown, self.clock(), make))
-        self.batch_ids = ids
+        known = {*self.decodings, *self.unions}
+        for sid, got in wire_learn(ids, known, self.refused, self.unknown, self.clock(), make).items():
+            if got[0].member is None:
+                self.decodings[sid] = got[0]
+                continue
+            self.unions[sid] = len(got)
+            self.decodings.update({member_id(sid, k): d for k, d in enumerate(got)})
+        self.batch_ids = [*ids, *(member_id(s, k) for s in ids for k in range(self.unions.get(s, 0)))]
+
+    def with_scan(self, spark: SparkSession, rows: DataFrame, mine: Column | None) -> DataFrame:
+        """A record of a top-level union of records takes its member's id (:func:`member_id`, from
+        the member's index, the payload's first byte), so each member is typed, routed and decoded
+        as a record of its own; a record naming no member keeps the union's id (``undecodable``)."""
+        unions = {s: self.unions[s] for s in self.batch_ids if s in self.unions}
+        if not unions:
+            return rows
+        sid = F.col(ID)
+        first = F.conv(F.hex(F.substring(F.col("value"), 6, 1)), 16, 10).cast("long")
+        k = F.floor(first / 2)
+        out = sid
+        for s, n in sorted(unions.items()):
+            out = F.when((sid == F.lit(s)) & (first % 2 == 0) & (k < n), F.lit(-s * MAX_MEMBERS - 1) - k).otherwise(out)
+        return rows.withColumn(ID, out if mine is None else F.when(mine, out).otherwise(sid))
+
+    def label(self, i: int) -> str:
+        """How messages name id ``i``: a schema id, or a union member's."""
+        if i >= 0:
+            return f"schema id {i}"
+        s, k = divmod(-i - 1, MAX_MEMBERS)
+        d = self.decodings.get(i)
+        return f"schema id {s} (union member {k}{': ' + d.writer.full_name if d is not None else ''})"
 
     def resolve_keys(self, rows: DataFrame) -> None:
-        """Learn the batch's key schema ids (any Avro type: a record, or a primitive like ``string``)."""
-        ids = sorted(int(r[0]) for r in rows.select(KEY_ID).where(F.col(KEY_ID).isNotNull()).distinct().collect())
-        for kid in ids:
-            if kid in self.key_schemas or kid in self.key_unknown:
-                continue
-            try:
-                got = self.client.schema(kid)
-            except UnknownSchemaId:
-                self.key_unknown[kid] = f"key schema id {kid} is not in the schema registry (HTTP 404)"
-                continue
-            except SchemaRefused as e:
-                self.key_unknown[kid] = f"key schema id {kid}: {e}"
-                continue
-            text = str(got.get("schema", ""))
-            if got.get("schemaType", "AVRO") != "AVRO" or got.get("references"):
-                self.key_unknown[kid] = f"key schema id {kid} is not a self-contained Avro schema"
-                continue
-            self.key_schemas[kid] = text
-        self.batch_key_ids = ids
+        """Learn the batch's key schema ids (see :mod:`.avro_keys`)."""
+        self.keys.resolve(self.client, rows)
 
     def key_text(self) -> Column:
-        """The key as JSON text (a primitive key as its text); null when it does not decode."""
-        from pyspark.sql.avro.functions import from_avro
-
-        kid = F.col(KEY_ID)
-        out = F.lit(None).cast("string")
-        for i in self.batch_key_ids:
-            text = self.key_schemas.get(i)
-            if text is None:
-                continue
-            schema = json.loads(text)
-            if isinstance(schema, dict) and schema.get("type") == "record":
-                dec = from_avro(payload("_kafka_key"), text,
-                                {"mode": "PERMISSIVE", "avroSchema": with_sentinel(schema)})
-                value = F.when(dec[OK].isNotNull(), F.to_json(dec.dropFields(OK)))
-            else:
-                dec = from_avro(payload("_kafka_key"), text, {"mode": "PERMISSIVE"})
-                # a primitive as its JSON text: to_json of a one-element array, brackets cut
-                value = F.when(dec.isNotNull(), F.regexp_extract(F.to_json(F.array(dec)), r"^\[(.*)\]$", 1))
-            out = F.when(kid == F.lit(i), value).otherwise(out)
-        return out
+        return self.keys.text()
 
     def key_verdict(self) -> Column:
-        """Dead-letter class and message for a key that is not Avro in the wire format or does not decode."""
-        k, kid = F.col("_kafka_key"), F.col(KEY_ID)
-        out = (F.when(k.isNull() | (F.length(k) == 0), F.lit(None).cast("string"))
-               .when(kid.isNull(), F.lit("undecodable\tthe key is not in the Confluent Avro wire format "
-                                         "(source.key_format: avro)")))
-        for i, why in sorted(self.key_unknown.items()):
-            out = out.when(kid == F.lit(i), F.lit(f"unknown_schema_id\t{why}"))
-        return out.when(F.col(KEY_TEXT).isNull(), F.concat(
-            F.lit("undecodable\tthe key does not decode with its writer schema id "), kid.cast("string")))
+        return self.keys.verdict()
 
-    def _writer(self, sid: int) -> avro_types.WriterSchema:
-        text = registered_text(self.client, sid, "AVRO", "Avro (source.format: avro)", "its types inlined")
-        return avro_types.parse(sid, text, self.registry.semantic_types == "convert")
+    def _writers(self, sid: int) -> tuple[list[avro_types.WriterSchema], bool]:
+        """The writer schemas of id ``sid``: its own, or one per member of a top-level union (and whether
+        it is one); references written out (:mod:`.avro_refs`)."""
+        refs: list[Any] = []
+        text = registered_text(self.client, sid, "AVRO", "Avro (source.format: avro)", "its types inlined", refs)
+        schemas, union = avro_refs.resolved(self.client, sid, text, refs)
+        semantic = self.registry.semantic_types == "convert"
+        return [avro_types.parse(sid, json.dumps(s) if refs or union else text, semantic) for s in schemas], union
 
     # -- columns ----------------------------------------------------------------------------------
     def with_decoded(self, rows: DataFrame) -> DataFrame:
@@ -222,7 +213,11 @@ class AvroFormat(ValueFormat):
 
     def verdict(self, columns: list[str] | None = None) -> Column:
         """``"<class>\\t<message>"`` for records that cannot be decoded at all; null otherwise."""
-        return wire_verdict(self.batch_ids, self.unknown, self.refused, "Avro", self.name)
+        out = wire_verdict(self.batch_ids, self.unknown, self.refused, "Avro", self.name)
+        left = [s for s in self.batch_ids if s in self.unions]  # with_scan gave the others their member's id
+        return out.when(F.col(ID).isin(left), F.concat(
+            F.lit("undecodable\tthe payload names no member of the union of records of schema id "),
+            F.col(ID).cast("string"))) if left else out
 
     def route_value(self, route: RouteSettings) -> Column | None:
         """The routing value of ``record_name`` and ``field`` routes (None: the format has no say)."""
@@ -253,6 +248,13 @@ class AvroFormat(ValueFormat):
         types = [t for i in sorted(ids) if i in self.decodings
                  and (t := row_type(self.decodings[i].struct, cdc)) is not None]
         return avro_types.merged(types) if types else None
+
+    def carries(self, parts: tuple[str, ...], cdc: CdcSettings | None) -> Column:
+        """The records whose writer schema declares the field at ``parts`` (a field a table policy
+        refused: every record of such a version is a dead letter, as a JSON record with the key is)."""
+        ids = [i for i in self.batch_ids if (d := self.decodings.get(i)) is not None
+               and (row := row_type(d.struct, cdc)) is not None and avro_rows.declares(row, parts)]
+        return F.col(ID).isin(ids) if ids else F.lit(False)
 
     def parse_columns(self, spark: SparkSession | None, schema: StructType, max_value_bytes: int,
                       parsed_name: str = PARSED, cdc: CdcSettings | None = None) -> Parsed:
@@ -294,17 +296,21 @@ class AvroFormat(ValueFormat):
                                   F.lit(f" bytes exceeds source.max_value_bytes={max_value_bytes}"))))
         for i, why in sorted(conflicts.items()):
             error_class = error_class.when(sid == F.lit(i), F.lit("incompatible_schema"))
-            message = message.when(sid == F.lit(i), F.lit(f"schema id {i} cannot be written to the table: {why}"))
+            message = message.when(sid == F.lit(i), F.lit(f"{self.label(i)} cannot be written to the table: {why}"))
         if cdc is not None and cdc.format == "debezium":
             for i in self.batch_ids:
                 d = self.decodings.get(i)
                 if d is not None and row_type(d.struct, cdc) is None:
                     error_class = error_class.when(sid == F.lit(i), F.lit("incompatible_schema"))
                     message = message.when(sid == F.lit(i), F.lit(
-                        f"schema id {i} is not a Debezium envelope (no record field 'after'; target.cdc.format)"))
+                        f"{self.label(i)} is not a Debezium envelope (no record field 'after'; target.cdc.format)"))
         error_class = error_class.when(p[OK].isNull(), F.lit("undecodable"))
+        shown = sid.cast("string")
+        for i in self.batch_ids:
+            if i < 0:
+                shown = F.when(sid == F.lit(i), F.lit(self.label(i).removeprefix("schema id "))).otherwise(shown)
         message = message.when(p[OK].isNull(), F.concat(
-            F.lit("the Avro payload does not decode with writer schema id "), sid.cast("string"),
+            F.lit("the Avro payload does not decode with writer schema id "), shown,
             F.lit(" (truncated, not written with that schema, or a value its column cannot hold: a decimal wider "
                   "than 38 digits, a ZonedTimestamp that is not ISO-8601)")))
         return Parsed(F.when(F.length(v) <= max_value_bytes, parsed), error_class, message)
@@ -317,7 +323,13 @@ class AvroFormat(ValueFormat):
 
 def decoded_column(sid: int) -> str:
     """The column holding the records of schema id ``sid`` decoded (null for other records)."""
-    return f"_icetide_avro_{sid}"
+    return f"_icetide_avro_{sid}" if sid >= 0 else f"_icetide_avro_m{-sid}"
+
+
+def member_id(sid: int, k: int) -> int:
+    """The id records of member ``k`` of top-level union ``sid`` carry once read (negative: no
+    registry id is; see :meth:`AvroFormat.with_scan`)."""
+    return -sid * MAX_MEMBERS - 1 - k
 
 
 def record_route_value(full_name: str) -> str:
@@ -335,8 +347,9 @@ def spark_accepts(spark: SparkSession, writer: avro_types.WriterSchema) -> None:
     jvm: Any = spark._jvm
     try:
         parsed = jvm.org.apache.avro.Schema.Parser().parse(with_sentinel(writer.schema))
-        jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(parsed)
+        jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(parsed, True, avro_types.UNION_PREFIX, -1)
     except Exception as e:  # Py4JJavaError: the JVM refused the schema
         java = getattr(e, "java_exception", None)
         why = str(java.getMessage()) if java is not None else str(e)
-        raise avro_types.UnsupportedSchema(f"schema id {writer.id}: Avro or Spark refuses it: {why[:300]}") from None
+        raise avro_types.UnsupportedSchema(f"schema id {writer.id} ({writer.full_name}): Avro or Spark refuses it: "
+                                           f"{why[:300]}") from None

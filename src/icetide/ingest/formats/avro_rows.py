@@ -117,6 +117,21 @@ def has_path(t: DataType, parts: list[str]) -> bool:
     return True
 
 
+def declares(t: DataType, parts: tuple[str, ...]) -> bool:
+    """Whether type ``t`` has a field at ``parts`` (exact names; ``element`` and ``value`` step into
+    lists and maps)."""
+    for part in parts:
+        if isinstance(t, ArrayType) and part == "element":
+            t = t.elementType
+        elif isinstance(t, MapType) and part == "value":
+            t = t.valueType
+        elif isinstance(t, StructType) and part in t.fieldNames():
+            t = t[part].dataType
+        else:
+            return False
+    return True
+
+
 def project(col: Column, have: StructType, want: StructType) -> dict[str, Column]:
     """``col`` (a struct of type ``have``) as the columns of ``want``, by name ignoring case: fields
     ``have`` lacks are null, types cast to the table's (only widenings reach here, see

@@ -21,7 +21,8 @@ long + timestamp-millis/-micros         timestamp (with zone, UTC)
 long + local-timestamp-millis/-micros   timestamp without zone
 [null, T]                               optional T
 [int, long] / [float, double]           long / double
-other unions                            struct<member0, member1, …> of the non-null members
+other unions                            struct<member_int, member_Addr, …>: a field per non-null member
+                                        named by its type (Spark's stable union names, :data:`SPARK_OPTIONS`)
 null                                    (no column)
 ======================================  =========================================================
 
@@ -63,6 +64,10 @@ import icetide.ingest.formats.avro_semantic as avro_semantic
 #: Top-level names a record never sets (icetide's own columns), any case.
 RESERVED_PREFIXES = ("_kafka_", "_icetide_", "_cdc_")
 PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+#: from_avro's options for Spark's stable union names (``member_`` + the member's type name, as
+#: :func:`member_name` gives), every decode and the driver's check alike
+UNION_PREFIX = "member_"
+SPARK_OPTIONS = {"enableStableIdentifiersForUnionType": "true", "stableIdentifierPrefixForUnionType": UNION_PREFIX}
 _TIME_NOTE = {"time-millis": "time-millis: milliseconds after midnight",
               "time-micros": "time-micros: microseconds after midnight"}
 
@@ -263,7 +268,25 @@ class _Converter:
         if all(isinstance(x, (FloatType, DoubleType)) for x in types) and len(types) == 2 \
                 and {m if isinstance(m, str) else m.get("type") for m in rest} == {"float", "double"}:
             return DoubleType()
-        return StructType([StructField(f"member{i}", x, True) for i, x in enumerate(types)])
+        names = [member_name(m) for m in rest]
+        for i, n in enumerate(names):
+            if n.lower() in (x.lower() for x in names[:i]):
+                raise UnsupportedSchema(f"a union has two members named {n!r} ignoring case (Spark names a union's "
+                                        "columns after their types' names); rename one of the named types")
+        return StructType([StructField(n, x, True) for n, x in zip(names, types, strict=True)])
+
+
+def member_name(m: Any) -> str:
+    """The column of a union member, as Spark's stable union names give it: ``member_`` and the
+    member's type name (a named type's name without its namespace, else ``int``, ``array``, …)."""
+    if isinstance(m, dict):
+        t = m.get("type")
+        if t in ("record", "error", "enum", "fixed"):
+            return UNION_PREFIX + str(m.get("name", "")).rsplit(".", 1)[-1]
+        return member_name(t)
+    if isinstance(m, list):  # a union inside a union is no Avro schema (the parser refuses it)
+        raise UnsupportedSchema("a union directly inside a union is not valid Avro")
+    return UNION_PREFIX + str(m).rsplit(".", 1)[-1]
 
 
 def _logical_of(t: Any) -> str | None:

@@ -124,6 +124,12 @@ class ValueFormat(ABC):
         """The record type of a table whose records carry schema ``ids`` (None: inferred from the values)."""
         return None
 
+    def carries(self, parts: tuple[str, ...], cdc: CdcSettings | None) -> Column | None:
+        """Per record: whether it has the field at ``parts`` (the table's names, ``element``/``value``
+        inside lists and maps), one schema evolution refused, so the record is a dead letter (None:
+        read from the record's JSON text)."""
+        return None
+
     @abstractmethod
     def parse_columns(self, spark: SparkSession, schema: StructType, max_value_bytes: int,
                       parsed_name: str = PARSED, cdc: CdcSettings | None = None) -> Parsed:

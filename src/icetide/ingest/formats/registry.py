@@ -12,20 +12,17 @@ fails, nothing is dead-lettered, the run restarts it).
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
-import ssl
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 from icetide.config.registry import SchemaRegistry
 from icetide.errors import ConfigError, TransientError
-from icetide.secrets import safe_url
+from icetide.ingest.formats.registry_http import Transport
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +49,7 @@ class RegistryClient:
         self._sleep = sleep
         self._schemas: dict[int, dict[str, Any]] = {}
         self._versions: dict[tuple[str, int], dict[str, Any]] = {}
-        self._headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
-        if cfg.basic_auth_user_info is not None:
-            token = base64.b64encode(cfg.basic_auth_user_info.get_secret_value().encode()).decode()
-            self._headers["Authorization"] = f"Basic {token}"
-        elif cfg.bearer_token is not None:
-            self._headers["Authorization"] = f"Bearer {cfg.bearer_token.get_secret_value()}"
-        self._ssl: ssl.SSLContext | None = None
-        if cfg.url.startswith("https") and (cfg.ca_location or cfg.certificate_location):
-            self._ssl = ssl.create_default_context(cafile=cfg.ca_location)
-            if cfg.certificate_location:
-                self._ssl.load_cert_chain(cfg.certificate_location, cfg.key_location)
+        self._http = Transport(cfg)  # URLs in turn, TLS, credentials (see .registry_http)
         #: seconds this client spent waiting for the registry (figures for the batch log)
         self.waited_s = 0.0
         self.outage_since: float | None = None
@@ -71,9 +58,7 @@ class RegistryClient:
 
     # -- requests ---------------------------------------------------------------------------------
     def _get_once(self, path: str) -> Any:
-        req = urllib.request.Request(self.cfg.url + path, headers=self._headers)
-        with urllib.request.urlopen(req, timeout=self.cfg.timeout_s, context=self._ssl) as r:
-            return json.loads(r.read())
+        return self._http.get_once(path)
 
     def get(self, path: str) -> Any:
         """GET ``path`` as JSON; waits out outages (see the module docstring); 404 → :class:`KeyError`."""
@@ -85,7 +70,7 @@ class RegistryClient:
             try:
                 out = self._get_once(path)
                 if self.outage_since is not None:
-                    log.warning("schema registry %s answers again after %.0f s", safe_url(self.cfg.url),
+                    log.warning("schema registry %s answers again after %.0f s", self._http.shown,
                                 time.monotonic() - self.outage_since)
                     self.outage_since = None
                 return out
@@ -94,10 +79,12 @@ class RegistryClient:
                     raise KeyError(path) from None
                 if e.code in REFUSALS:
                     raise SchemaRefused(f"the registry answers HTTP {e.code} ({_message(e)})") from None
+                if e.code in (401, 403) and self._http.renew():
+                    continue  # a renewed token (bearer_token_env): asked again at once
                 if e.code in (401, 403):
-                    raise ConfigError(f"source.schema_registry: the registry at {safe_url(self.cfg.url)} refused "
-                                      f"the credentials (HTTP {e.code}); check basic_auth_user_info or "
-                                      "bearer_token") from None
+                    raise ConfigError(f"source.schema_registry: the registry at {self._http.shown} refused "
+                                      f"the credentials (HTTP {e.code}); check basic_auth_user_info, "
+                                      "bearer_token or bearer_token_env") from None
                 why = f"HTTP {e.code}"
             except (OSError, ValueError) as e:  # refused, reset, timeout, TLS, a proxy's HTML
                 why = f"{type(e).__name__}: {str(e)[:200]}"
@@ -111,10 +98,10 @@ class RegistryClient:
                         log.warning("could not raise the registry alert: %s", str(e)[:200])
             if waited + delay > self.cfg.max_wait_s:
                 raise RegistryUnavailable(
-                    f"schema registry {safe_url(self.cfg.url)} did not answer for {waited:.0f} s ({why}); "
+                    f"schema registry {self._http.shown} did not answer for {waited:.0f} s ({why}); "
                     f"the batch is retried (source.schema_registry.max_wait_s={self.cfg.max_wait_s:g})")
             log.warning("schema registry %s unavailable (%s), attempt %d; retrying in %.1f s (records wait, none "
-                        "are dead-lettered)", safe_url(self.cfg.url), why, attempt, delay)
+                        "are dead-lettered)", self._http.shown, why, attempt, delay)
             self._sleep(delay)
             self.waited_s += delay
             delay = min(delay * 2, 15.0)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Container
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -85,10 +85,12 @@ def verdict(batch_ids: list[int], unknown: Container[int], refused: dict[int, st
     return out
 
 
-def registered_text(client: RegistryClient, sid: int, kind: str, fmt: str, inline: str) -> str:
+def registered_text(client: RegistryClient, sid: int, kind: str, fmt: str, inline: str,
+                    references: list[Any] | None = None) -> str:
     """The text of schema ``sid`` from the registry, of schema type ``kind`` (``AVRO``, ``JSON``);
     :class:`UnsupportedSchema` when the registry refuses it, it is of another type (``fmt``: the
-    ``source.format`` in the message) or it has references (``inline``: how to register it instead)."""
+    ``source.format`` in the message) or it has references (``inline``: how to register it instead)
+    and the caller takes none (``references``: the list they are added to)."""
     try:
         got = client.schema(sid)
     except SchemaRefused as e:
@@ -96,7 +98,9 @@ def registered_text(client: RegistryClient, sid: int, kind: str, fmt: str, inlin
     found = got.get("schemaType", "AVRO")
     if found != kind:
         raise UnsupportedSchema(f"schema id {sid} is {found}, not {fmt}")
-    if got.get("references"):
+    if got.get("references") and references is not None:
+        references.extend(got["references"] if isinstance(got["references"], list) else [got["references"]])
+    elif got.get("references"):
         raise UnsupportedSchema(f"schema id {sid} uses schema references, which icetide does not resolve yet: "
                                 f"register the schema with {inline}")
     return str(got.get("schema", ""))
