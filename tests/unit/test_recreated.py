@@ -356,6 +356,7 @@ def test_a_start_kafka_did_not_answer_leaves_the_check_to_the_first_batch(tmp_pa
     monkeypatch.setattr(app_recreated.time, "sleep", lambda s: None)
     monkeypatch.setattr(checkpoint, "read_topic_ids", lambda spark, loc: {"orders": X, "other": X})
     monkeypatch.setattr(checkpoint, "recorded_offsets", lambda spark, loc: {("orders", 0): 20_000, ("other", 0): 85})
+    monkeypatch.setattr(app_recreated, "table_exists", lambda spark, table: True)  # the fake writer's tables
     cfg = load_config(write(tmp_path, {**BASE, "source": {**BASE["source"], "topics": ["orders", "other"]}}))
     writer = _Writer(cfg, {})
     assert app_recreated.at_start(None, cfg, writer, True) is None  # type: ignore[arg-type]
@@ -411,3 +412,70 @@ def test_a_start_with_no_id_or_end_for_a_recorded_topic_leaves_it_to_the_first_b
     assert recreated.undecided(kafka, {}, rec, {}) == {"t"}  # no end for t[1]
     assert recreated.undecided(kafka, {}, {("t", 0): 5}, {}) == set()  # every recorded end known
     assert recreated.undecided(kafka, {"t": {X}}, rec, {"t": Recreated("t")}) == set()  # already found
+
+
+def test_a_start_kafka_did_not_answer_takes_the_tables_ids_where_the_checkpoint_has_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The review's first hole: the checkpoint's ids file lacks 'orders' (its write failed), the tables
+    hold X; Kafka does not answer the start; 'orders' was recreated (Y) and refilled past the old offset."""
+    from icetide.app import recreated as app_recreated
+    from icetide.lake import checkpoint
+
+    def down(src: Any) -> KafkaTopics:
+        raise OSError("Kafka did not answer")
+
+    monkeypatch.setattr(recreated, "probe", down)
+    monkeypatch.setattr(app_recreated.time, "sleep", lambda s: None)
+    monkeypatch.setattr(checkpoint, "read_topic_ids", lambda spark, loc: {"other": X})
+    monkeypatch.setattr(checkpoint, "recorded_offsets", lambda spark, loc: {("orders", 0): 20_000, ("other", 0): 85})
+    monkeypatch.setattr(app_recreated, "table_exists", lambda spark, table: True)
+    tables = {"icetide.raw.orders": _wm(offsets={("orders", 0): 20_000}, topic_ids={"orders": X})}
+    monkeypatch.setattr(_Writer, "__init__", _writer_with(tables))
+    cfg = load_config(write(tmp_path, {**BASE, "source": {**BASE["source"], "topics": ["orders", "other"]}}))
+    writer = _Writer(cfg, {})
+    assert app_recreated.at_start(None, cfg, writer, True) is None  # type: ignore[arg-type]
+    topics = writer.topics
+    assert topics.unverified == {"orders", "other"} and topics.recorded == {"orders": X, "other": X}
+    monkeypatch.setattr(recreated.source, "topic_ids", lambda src, names: {"orders": Y, "other": X})
+    monkeypatch.setattr(recreated.source, "end_offsets", lambda src, tps: {("orders", 0): 30_000, ("other", 0): 90})
+    with pytest.raises(TopicRecreatedError, match="topic 'orders'"):
+        topics.check_batch(None, "ckpt", 7, {("orders", 0): 20_000, ("other", 0): 85},  # type: ignore[arg-type]
+                           {("orders", 0): 30_000, ("other", 0): 90})
+
+
+def test_kafka_that_stops_telling_ids_is_decided_by_ends_after_a_few_batches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The review's second hole: a proxy (or a downgrade) that no longer tells topic ids must not
+    block a healthy pipeline for good; an end below a recorded offset still tells a recreation."""
+    from icetide.errors import TransientError
+
+    topics = Topics(_config(tmp_path).source, "p")
+    kafka = KafkaTopics({}, {"orders": [0]}, {("orders", 0): 500})
+    rec = {("orders", 0): 400}
+    topics.arm({}, {}, {"orders": X}, recreated.undecided(kafka, {"orders": {X}}, rec, {}), rec)
+    monkeypatch.setattr(recreated.source, "topic_ids", lambda src, names: {})
+    monkeypatch.setattr(recreated.source, "end_offsets", lambda src, tps: {("orders", 0): 500})
+    for _ in range(recreated.GIVE_IDS_UP_AFTER - 1):
+        with pytest.raises(TransientError, match="did not tell whether topic"):
+            topics.check_batch(None, "c", 1, {("orders", 0): 400}, {("orders", 0): 500})  # type: ignore[arg-type]
+    topics.check_batch(None, "c", 1, {("orders", 0): 400}, {("orders", 0): 500})  # type: ignore[arg-type]
+    assert topics.unverified == set() and topics.pending == {}
+    # the same, but the end fell below what was recorded: recreated, whatever the count
+    other = Topics(_config(tmp_path).source, "p")
+    other.arm({}, {}, {"orders": X}, {"orders"}, rec)
+    monkeypatch.setattr(recreated.source, "end_offsets", lambda src, tps: {("orders", 0): 3})
+    with pytest.raises(TopicRecreatedError, match="topic 'orders'"):
+        other.check_batch(None, "c", 1, {("orders", 0): 400}, {("orders", 0): 450})  # type: ignore[arg-type]
+
+
+def test_a_batch_whose_offset_log_is_unreadable_writes_nothing_while_a_topic_waits_for_its_check(
+        tmp_path: Path) -> None:
+    from icetide.errors import TransientError
+
+    topics = Topics(_config(tmp_path).source, "p")
+    topics.unreadable(3)  # not armed: nothing to wait for
+    topics.arm({}, {}, {"orders": X}, {"orders"}, {("orders", 0): 400})
+    with pytest.raises(TransientError, match=r"batch 3: its offset log is not readable.*orders"):
+        topics.unreadable(3)
+    topics.unverified.clear()
+    topics.unreadable(4)

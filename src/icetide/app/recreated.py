@@ -70,10 +70,13 @@ def at_start(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter, has_
     if has_checkpoint:
         ids = {t: {i} for t, i in checkpoint.read_topic_ids(spark, ckpt).items()}
         offsets = checkpoint.recorded_offsets(spark, ckpt)
-    # the topics to know: Kafka's; without its answer, the checkpoint's (else the tables')
-    wanted = set(kafka.partitions) if kafka is not None else set(ids) or None
+    # the topics to know: Kafka's; without its answer, every topic anything was recorded for (the
+    # checkpoint's offsets, the tables' ids), so a topic whose id the checkpoint lacks takes the tables'
+    wanted = set(kafka.partitions) if kafka is not None else None
     wms = table_watermarks(spark, writer) if not has_checkpoint or wanted is None or wanted - set(ids) else {}
-    missing = (wanted if wanted is not None else {t for w in wms.values() for t in w.topic_ids}) - set(ids)
+    if wanted is None:
+        wanted = {t for t, _ in offsets} | {t for w in wms.values() for t in w.topic_ids}
+    missing = wanted - set(ids)
     if not has_checkpoint or missing:  # no checkpoint, or one without these topics' ids (lost, restored)
         for wm in wms.values():
             for t, i in wm.topic_ids.items():

@@ -143,6 +143,10 @@ def verdicts(topics: set[str], known: dict[str, str], now: dict[str, str], recor
     return found, {t: i for t, i in same.items() if i}, unknown
 
 
+#: Batches in a row for which Kafka answered but told no id of a topic it told before; then its ends decide.
+GIVE_IDS_UP_AFTER = 3
+
+
 def stale_topics(wm: Watermark, current: dict[str, str], restarted: dict[str, Recreated], done: set[str]
                  ) -> dict[str, str | None]:
     """The topics whose offsets in a table's watermark belong to a deleted topic, each with the new
@@ -214,6 +218,7 @@ class Topics:
         #: topics the start could not check (Kafka did not answer): the first batch reading each asks
         self.unverified: set[str] = set()
         self.recorded_offsets: Offsets = {}  # what was recorded at the start, for those checks
+        self._unanswered: dict[str, int] = {}  # topic → batches Kafka gave no answer for it
 
     def arm(self, ids: dict[str, str], restarted: dict[str, Recreated], recorded: dict[str, str] | None = None,
             unverified: set[str] | None = None, recorded_offsets: Offsets | None = None) -> None:
@@ -228,6 +233,14 @@ class Topics:
             return {}
         return stale_topics(wm, self.ids, self.restarted, {t for x, t in self.voided if x == table})
 
+    def unreadable(self, batch: int) -> None:
+        """A batch whose planned offsets cannot be read: :class:`~icetide.errors.TransientError` while a
+        topic waits for its check (it could be recreated; the batch must not write it unchecked)."""
+        if self.armed and self.unverified:
+            raise TransientError(f"batch {batch}: its offset log is not readable, and topic(s) "
+                                 f"{', '.join(sorted(self.unverified))} are still to be checked for a recreation: "
+                                 "nothing of the batch was written, the query starts again")
+
     def _verify(self, batch: int, topics: set[str], now: dict[str, str], found: dict[str, Recreated],
                 learned: dict[str, str]) -> tuple[dict[str, Recreated], dict[str, str]]:
         """The start's unanswered question, asked by the first batch reading ``topics``; a
@@ -239,6 +252,15 @@ class Topics:
         except Exception:
             ends = {}
         more, same, unknown = verdicts(topics, {**self.recorded, **self.ids}, now, self.recorded_offsets, ends)
+        for t in sorted(unknown):
+            self._unanswered[t] = self._unanswered.get(t, 0) + 1
+        settled = {t for t in unknown if self._unanswered[t] >= GIVE_IDS_UP_AFTER
+                   and all(tp in ends for tp in self.recorded_offsets if tp[0] == t)}
+        for t in sorted(settled):  # Kafka answers, but no longer tells this topic's id: its ends decide
+            log.warning("batch %s: Kafka has not told topic %s's id in %d tries (it did before); deciding by its "
+                        "ends (none below the recorded offsets): a recreated topic refilled past them cannot be "
+                        "told this way", batch, t, self._unanswered[t])
+        unknown -= settled
         if unknown:
             raise TransientError(
                 f"batch {batch}: Kafka did not tell whether topic(s) {', '.join(sorted(unknown))} are the ones this "

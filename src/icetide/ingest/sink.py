@@ -387,12 +387,12 @@ class BatchWriter:
         """The batch's offsets from Spark's offset log; a scan of the batch only as a fallback."""
         location = self.cfg.checkpoint_dir()
         bounds = checkpoint.batch_bounds(self.spark, location, batch_id)
-        # partitions with a position, and partitions added to topics the query read (the pipeline's from
-        # offset 0); a topic new to the query (a pattern matches it now) starts at its oldest record
+        # partitions with a position, and partitions added to read topics (from 0); a new topic: its oldest
         self._read_before = None if bounds is None else (
             {tp for tp, o in bounds[0].items() if o >= 0}
             | {tp for tp in bounds[1] if tp[0] in {t for (t, _), o in bounds[0].items() if o >= 0}})
         if bounds is None:
+            self.topics.unreadable(batch_id)  # a topic the start could not check: this batch writes nothing
             log.warning("offset log of batch %s not readable in %s; scanning the batch", batch_id, location)
             return source.scan_ranges(parsed)
         self.topics.check_batch(self.spark, location, batch_id, *bounds)  # a topic recreated meanwhile?
