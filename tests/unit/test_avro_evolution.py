@@ -68,8 +68,27 @@ def test_a_refused_field_names_the_records_of_the_versions_that_declare_it() -> 
     t = struct(V2)
     assert avro_rows.declares(t, ("prices", "value", "currency"))
     assert not avro_rows.declares(struct(V1), ("prices", "value", "currency"))
-    assert avro_rows.declares(t, ("id",)) and not avro_rows.declares(t, ("ID",))  # exact: a case twin is another
+    # a case twin is the same column (the projection matches names ignoring case): its records are refused too
+    assert avro_rows.declares(t, ("id",)) and avro_rows.declares(t, ("ID",))
     assert not avro_rows.declares(t, ("id", "x")) and not avro_rows.declares(t, ("prices", "element"))
     table = StructType([StructField("id", LongType())])
     evo = evolution.diff(table, t, 1)  # no room for prices: refused, not dropped
     assert [(p.name, c) for p, c in evo.rejected] == [("prices", "schema_limit")]
+
+
+def test_a_refused_field_spelled_two_ways_refuses_both_versions_records() -> None:
+    """The review's case twin: v1 writes ``Email``, v2 ``email``, the table has no room. Both versions'
+    records are dead letters (was: only v1's; v2's values vanished in the projection, no dead letter)."""
+    import json
+
+    from icetide.ingest.formats import avro_types
+
+    def version(sid: int, name: str) -> StructType:
+        return avro_types.parse(sid, json.dumps({"type": "record", "name": "Ev", "namespace": "t", "fields": [
+            {"name": "id", "type": "long"}, {"name": name, "type": ["null", "string"]}]})).struct
+
+    v1, v2 = version(1, "Email"), version(2, "email")
+    evo = evolution.diff(StructType([StructField("id", LongType())]), avro_types.merged([v1, v2]), 1)
+    refused = [p for p, _ in evo.rejected]
+    assert len(refused) == 1
+    assert {sid for sid, row in ((1, v1), (2, v2)) if any(avro_rows.declares(row, p.parts) for p in refused)} == {1, 2}

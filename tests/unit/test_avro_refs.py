@@ -51,7 +51,7 @@ def subject_answer(schema: Any, refs: list[Any] | None = None) -> dict[str, Any]
 
 
 def test_a_referenced_type_is_written_out_at_its_first_use_and_typed_as_if_inlined() -> None:
-    registry = Registry({"/subjects/address/versions/1": subject_answer(ADDRESS)})
+    registry = Registry({"/subjects/address/versions/1?deleted=true": subject_answer(ADDRESS)})
     schemas, union = avro_refs.resolved(registry, 7, json.dumps(ORDER),  # type: ignore[arg-type]
                                         [ref("com.acme.common.Address", "address")])
     assert not union and len(schemas) == 1
@@ -69,15 +69,16 @@ def test_a_referenced_type_is_written_out_at_its_first_use_and_typed_as_if_inlin
 def test_references_of_references_are_followed_once_and_a_missing_one_is_refused_with_the_reason() -> None:
     geo = {**GEO, "namespace": "com.acme.common"}
     address = {**ADDRESS, "fields": [ADDRESS["fields"][0], {"name": "geo", "type": "com.acme.common.Geo"}]}
-    registry = Registry({"/subjects/address/versions/3": subject_answer(address, [ref("com.acme.common.Geo", "geo")]),
-                         "/subjects/geo/versions/1": subject_answer(geo)})
+    registry = Registry({"/subjects/address/versions/3?deleted=true":
+                         subject_answer(address, [ref("com.acme.common.Geo", "geo")]),
+                         "/subjects/geo/versions/1?deleted=true": subject_answer(geo)})
     order = {**ORDER, "fields": ORDER["fields"][:3]}
     schemas, _ = avro_refs.resolved(registry, 8, json.dumps(order),  # type: ignore[arg-type]
                                     [ref("com.acme.common.Address", "address", 3),
                                      ref("com.acme.common.Address", "address", 3)])
     ship_to = avro_types.parse(8, json.dumps(schemas[0])).struct["ship_to"].dataType
     assert ship_to["geo"].dataType.fieldNames() == ["lat"]
-    assert registry.asked == ["/subjects/address/versions/3", "/subjects/geo/versions/1"]
+    assert registry.asked == ["/subjects/address/versions/3?deleted=true", "/subjects/geo/versions/1?deleted=true"]
     with pytest.raises(avro_types.UnsupportedSchema, match="references subject 'gone' version 2, which the regis"):
         avro_refs.resolved(Registry({}), 9, json.dumps(order), [ref("x.Y", "gone", 2)])  # type: ignore[arg-type]
     with pytest.raises(avro_types.UnsupportedSchema, match="without a subject"):
@@ -87,8 +88,8 @@ def test_references_of_references_are_followed_once_and_a_missing_one_is_refused
 def test_a_reference_cycle_is_refused_not_followed_forever() -> None:
     a = {"type": "record", "name": "A", "namespace": "n", "fields": [{"name": "b", "type": ["null", "n.B"]}]}
     b = {"type": "record", "name": "B", "namespace": "n", "fields": [{"name": "a", "type": ["null", "n.A"]}]}
-    registry = Registry({"/subjects/a/versions/1": subject_answer(a, [ref("n.B", "b")]),
-                         "/subjects/b/versions/1": subject_answer(b, [ref("n.A", "a")])})
+    registry = Registry({"/subjects/a/versions/1?deleted=true": subject_answer(a, [ref("n.B", "b")]),
+                         "/subjects/b/versions/1?deleted=true": subject_answer(b, [ref("n.A", "a")])})
     schemas, _ = avro_refs.resolved(registry, 3, json.dumps(  # type: ignore[arg-type]
         {"type": "record", "name": "Top", "fields": [{"name": "a", "type": "n.A"}]}), [ref("n.A", "a")])
     with pytest.raises(avro_types.UnsupportedSchema, match="contains itself"):
@@ -98,9 +99,9 @@ def test_a_reference_cycle_is_refused_not_followed_forever() -> None:
 
 def test_a_top_level_union_of_records_is_one_record_schema_per_member() -> None:
     address = [ref("com.acme.common.Address", "address")]
-    registry = Registry({"/subjects/address/versions/1": subject_answer(ADDRESS),
-                         "/subjects/order/versions/1": subject_answer(ORDER, address),
-                         "/subjects/refund/versions/1": subject_answer(REFUND)})
+    registry = Registry({"/subjects/address/versions/1?deleted=true": subject_answer(ADDRESS),
+                         "/subjects/order/versions/1?deleted=true": subject_answer(ORDER, address),
+                         "/subjects/refund/versions/1?deleted=true": subject_answer(REFUND)})
     union = ["com.acme.Order", "com.acme.Refund"]
     schemas, is_union = avro_refs.resolved(registry, 5, json.dumps(union),  # type: ignore[arg-type]
                                            [ref("com.acme.Order", "order"), ref("com.acme.Refund", "refund")])

@@ -91,10 +91,16 @@ def test_a_list_of_urls_fails_over_and_keeps_the_one_that_answered(servers: list
 
 def test_urls_are_checked_one_by_one_and_credentials_in_any_of_them_are_refused_unshown() -> None:
     assert SchemaRegistry(url="http://a:8081/, https://b:8081/x").urls == ["http://a:8081", "https://b:8081/x"]
-    with pytest.raises(ValueError, match="'ftp://b' is not an http"):
+    with pytest.raises(ValueError, match=r"URL 2 of 2 is not an http\(s\) URL"):
         SchemaRegistry(url="http://a:8081,ftp://b")
-    shown = config_error({"url": "http://a:8081,https://user:hunter2-pw@b:8081"})
-    assert "source.schema_registry.url: credentials in the URL are not sent" in shown and "hunter2" not in shown
+    # a password shown by no message: with or without a scheme, with a comma inside (the review's three)
+    for url in ("http://a:8081,https://user:hunter2-pw@b:8081", "svc:hunter2pw@host", "https://r1,svc:hunter2pw@r2",
+                "https://svc:hun,ter2pw@r2"):
+        shown = config_error({"url": url})
+        assert "source.schema_registry.url: credentials in the URL are not sent" in shown, shown
+        assert "hunter2" not in shown and "ter2pw" not in shown, shown
+    shown = config_error({"url": "registry.internal:8081/secret-path"})
+    assert "URL 1 of 1 is not an http(s) URL" in shown and "secret-path" not in shown, shown
 
 
 def test_a_bearer_token_is_read_again_from_its_environment_variable_when_refused(

@@ -55,13 +55,14 @@ class SchemaRegistry(Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
+        if "@" in v:  # never echo it, whatever the scheme or commas: the part before @ may be a password
+            raise ValueError("credentials in the URL are not sent: remove 'user:password@' from the url and "
+                             "write them in basic_auth_user_info (as ${ENV_VAR})")
         urls = [u.strip().rstrip("/") for u in v.split(",")]
-        for u in urls:
-            if re.match(r"^https?://[^\s/@]*@", u):  # never echo it: the part before @ is a secret
-                raise ValueError("credentials in the URL are not sent: remove 'user:password@' from the url and "
-                                 "write them in basic_auth_user_info (as ${ENV_VAR})")
-            if not re.match(r"^https?://[^\s/,]+", u):
-                raise ValueError(f"{u[:80]!r} is not an http(s) URL (several URLs: comma-separated)")
+        for n, u in enumerate(urls, 1):
+            if not re.match(r"^https?://[^\s/,]+", u):  # the text is not shown: it may hold a secret
+                raise ValueError(f"URL {n} of {len(urls)} is not an http(s) URL (write http(s)://host:port; "
+                                 "several URLs: comma-separated)")
         return ",".join(urls)
 
     @property

@@ -70,8 +70,10 @@ def referenced(client: RegistryClient, sid: int, references: list[Any]) -> dict[
             raise UnsupportedSchema(f"schema id {sid} references more than {MAX_REFERENCES} schemas")
         where = f"subject {subject[:120]!r} version {version[:20]}"
         try:
+            # a version soft-deleted since is still what old records were written with (as Confluent's
+            # serializers look it up: lookupDeletedSchema)
             got = client.get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/"
-                             f"{urllib.parse.quote(version, safe='')}")
+                             f"{urllib.parse.quote(version, safe='')}?deleted=true")
         except KeyError:
             raise UnsupportedSchema(f"schema id {sid} references {where}, which the registry does not have "
                                     "(HTTP 404)") from None

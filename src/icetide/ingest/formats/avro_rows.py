@@ -118,15 +118,16 @@ def has_path(t: DataType, parts: list[str]) -> bool:
 
 
 def declares(t: DataType, parts: tuple[str, ...]) -> bool:
-    """Whether type ``t`` has a field at ``parts`` (exact names; ``element`` and ``value`` step into
-    lists and maps)."""
+    """Whether type ``t`` has a field at ``parts`` (names matched ignoring case, as the projection
+    matches them: ``Email`` in one version and ``email`` in another are one column; ``element`` and
+    ``value`` step into lists and maps)."""
     for part in parts:
         if isinstance(t, ArrayType) and part == "element":
             t = t.elementType
         elif isinstance(t, MapType) and part == "value":
             t = t.valueType
-        elif isinstance(t, StructType) and part in t.fieldNames():
-            t = t[part].dataType
+        elif isinstance(t, StructType) and (match := [f for f in t.fields if f.name.lower() == part.lower()]):
+            t = match[0].dataType
         else:
             return False
     return True
