@@ -71,7 +71,7 @@ def referenced(client: RegistryClient, sid: int, references: list[Any]) -> dict[
         where = f"subject {subject[:120]!r} version {version[:20]}"
         try:
             got = client.get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/"
-                             f"{urllib.parse.quote(version, safe='')}")
+                             f"{urllib.parse.quote(version, safe='')}", scoped=True)  # 401/403: SchemaRefused
         except KeyError:
             raise UnsupportedSchema(f"schema id {sid} references {where}, which the registry does not have "
                                     "(HTTP 404)") from None

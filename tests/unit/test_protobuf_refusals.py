@@ -1,0 +1,87 @@
+"""Protobuf (#42) refusals that must end in dead letters, never in the run's end, without a JVM: a
+schema reference the registry refuses access to (a scripted registry on localhost, the real
+client), a registry answering a non-object to ``icetide check``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from icetide.config.registry import SchemaRegistry
+from icetide.errors import ConfigError
+from icetide.ingest.formats import avro_refs
+from icetide.ingest.formats.avro_types import UnsupportedSchema
+from icetide.ingest.formats.protobuf import ProtobufFormat
+from icetide.ingest.formats.protobuf_schema import check_subjects, compile_schema
+from icetide.ingest.formats.registry import RegistryClient
+from tests.unit.test_protobuf_types import PAYMENT, _pb, _Registry, proto3
+from tests.unit.test_registry_http import serve
+
+pytestmark = pytest.mark.unit
+
+DENIED = {"error_code": 40301, "message": "User is denied operation Read on Subject: money"}
+
+
+@pytest.fixture
+def registry() -> Iterator[str]:
+    """A registry that has schema 1 (referencing subject money, version 2), 2 (its reference unknown),
+    3 (an Avro schema referencing money) and 4 (no object), and denies subject money: 403, or 401
+    on version 3."""
+    refs = [{"name": "common/money.proto", "subject": "money", "version": 2}]
+    answers: dict[str, tuple[int, Any]] = {
+        "/schemas/ids/1": (200, _pb(PAYMENT, refs)),
+        "/schemas/ids/2": (200, _pb(PAYMENT, [{**refs[0], "subject": "gone"}])),
+        "/schemas/ids/3": (200, _pb(PAYMENT, [{**refs[0], "version": 3}])),
+        "/schemas/ids/4": (200, ["not", "a", "schema"]),
+        "/subjects/money/versions/2": (403, DENIED), "/subjects/money/versions/3": (401, {}),
+    }
+    url, _, server = serve(lambda path, auth: answers.get(path, (404, {"error_code": 40401})))
+    yield url
+    server.shutdown()
+
+
+def test_a_reference_the_registry_refuses_or_lacks_makes_its_schema_unsupported_and_the_run_goes_on(
+        registry: str) -> None:
+    client = RegistryClient(SchemaRegistry(url=registry, max_wait_s=0))
+    with pytest.raises(UnsupportedSchema) as e:
+        compile_schema(client, 1)
+    assert str(e.value) == ("schema id 1: reference 'common/money.proto' (subject 'money' version 2): the registry "
+                            "refuses access to it (HTTP 403: User is denied operation Read on Subject: money)")
+    with pytest.raises(UnsupportedSchema, match=r"version 3\): the registry refuses access to it \(HTTP 401"):
+        compile_schema(client, 3)
+    with pytest.raises(UnsupportedSchema, match="subject 'gone' version 2\\) is not in the registry"):
+        compile_schema(client, 2)
+    # the run: each such id refused (its records unsupported_schema dead letters), nothing raised
+    fmt = ProtobufFormat(SchemaRegistry(url=registry, max_wait_s=0))
+    fmt.learn(None, [1, 2, 3, 4], [(1, "0"), (2, "0"), (3, "0"), (4, "0")])
+    assert sorted(fmt.refused) == [1, 2, 3, 4] and fmt.schemas == {} and fmt.batch == []
+    assert "HTTP 403" in fmt.refused[1] and "not a schema" in fmt.refused[4]
+    # icetide check: a warning each, including for an answer that is no object
+    subjects = [{"subject": f"s{i}-value", "id": i, "version": 1} for i in (1, 2, 3, 4)]
+    warnings = check_subjects(client, subjects)
+    assert [w.split(":")[0] for w in warnings] == [f"subject s{i}-value" for i in (1, 2, 3, 4)]
+    assert "HTTP 403" in warnings[0] and "the registry's answer is not a schema" in warnings[3]
+    # the credentials themselves refused (a schema by id): still a config error
+    url, _, server = serve(lambda path, auth: (401, {}))
+    try:
+        with pytest.raises(ConfigError, match="refused the credentials"):
+            RegistryClient(SchemaRegistry(url=url, max_wait_s=0)).schema(1)
+    finally:
+        server.shutdown()
+
+
+def test_an_avro_reference_the_registry_refuses_access_to_is_a_refusal_too(registry: str) -> None:
+    client = RegistryClient(SchemaRegistry(url=registry, max_wait_s=0))
+    with pytest.raises(UnsupportedSchema, match=r"references subject 'money' version 2: the registry refuses access "
+                                                r"to it \(HTTP 403"):
+        avro_refs.referenced(client, 7, [{"name": "com.acme.Money", "subject": "money", "version": 2}])
+
+
+def test_check_warns_when_the_registry_answers_a_schema_id_with_no_object() -> None:
+    fake = _Registry({1: _pb(proto3("message R { int64 id = 1; }"))})
+    fake.schema = lambda sid: ["no", "object"] if sid == 2 else _Registry.schema(fake, sid)  # type: ignore[method-assign]
+    warnings = check_subjects(fake, [{"subject": "a-value", "id": 1}, {"subject": "b-value", "id": 2}])  # type: ignore[arg-type]
+    assert len(warnings) == 1 and warnings[0].startswith("subject b-value: its latest schema (id 2) cannot be read")
+
