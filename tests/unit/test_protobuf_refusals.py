@@ -1,6 +1,7 @@
-"""Protobuf (#42) refusals that must end in dead letters, never in the run's end, without a JVM: a
-schema reference the registry refuses access to (a scripted registry on localhost, the real
-client), a registry answering a non-object to ``icetide check``."""
+"""Protobuf (#42) refusals that must end in dead letters, never in the run's end or its growth, without
+a JVM: a schema reference the registry refuses access to (a scripted registry on localhost, the real
+client), a registry answering a non-object to ``icetide check``, records naming random message
+indexes (no state per index)."""
 
 from __future__ import annotations
 
@@ -84,4 +85,25 @@ def test_check_warns_when_the_registry_answers_a_schema_id_with_no_object() -> N
     fake.schema = lambda sid: ["no", "object"] if sid == 2 else _Registry.schema(fake, sid)  # type: ignore[method-assign]
     warnings = check_subjects(fake, [{"subject": "a-value", "id": 1}, {"subject": "b-value", "id": 2}])  # type: ignore[arg-type]
     assert len(warnings) == 1 and warnings[0].startswith("subject b-value: its latest schema (id 2) cannot be read")
+
+
+def _sizes(fmt: ProtobufFormat) -> dict[str, int]:
+    return {k: len(v) for k, v in vars(fmt).items() if isinstance(v, dict | list | set)}
+
+
+def test_records_naming_many_distinct_message_indexes_leave_no_state_per_index() -> None:
+    fmt = ProtobufFormat(SchemaRegistry(url="http://127.0.0.1:9"))
+    fmt.client = _Registry({1: _pb(proto3("message A { int64 id = 1; message N { string s = 1; } }\n"
+                                          "message B { string b = 1; map<string, int64> m = 2; }"))})  # type: ignore[assignment]
+    fmt.learn(None, [1], [(1, "0")])
+    before = _sizes(fmt)
+    for batch in range(5):  # batch after batch of random indexes (as the JVM reads them: up to 32 of < 2^20)
+        bad = [(1, f"{batch}.{n}.{n % 7}") for n in range(2_000)] + [(1, str(n)) for n in range(2, 500)]
+        fmt.learn(None, [1], [(1, "0"), *bad, (1, "0.1"), (1, "1.0")])
+        assert _sizes(fmt) == before  # nothing kept per bad index: the verdict judges them per schema id
+        assert fmt.batch == [(1, "0")] and sorted(fmt.messages) == [(1, "0")]
+    assert fmt.schemas[1].message_keys() == {"0", "0.0", "1"}  # the map's entry type is no message
+    assert list(fmt.schemas[1]._messages) == [(0,)] and fmt.unreadable == {}
+    fmt.learn(None, [1], [(1, "1"), (1, "0.0")])  # each real message once
+    assert sorted(fmt.messages) == [(1, "0"), (1, "0.0"), (1, "1")] and fmt.batch == [(1, "1"), (1, "0.0")]
 

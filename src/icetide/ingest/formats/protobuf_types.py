@@ -103,6 +103,7 @@ class Compiled:
     files: descriptor_pb2.FileDescriptorSet
     main: str
     _messages: dict[tuple[int, ...], Message] = field(default_factory=dict)
+    _keys: frozenset[str] | None = None
 
     @property
     def descriptor_set(self) -> bytes:
@@ -120,6 +121,21 @@ class Compiled:
         if indexes not in self._messages:
             self._messages[indexes] = to_message(self, indexes, max_depth)
         return self._messages[indexes]
+
+    def message_keys(self) -> frozenset[str]:
+        """The message indexes of every message of the schema's own file, as text (``"0"``, ``"1.0"``):
+        what a record of this schema may name (a map field's entry type is no message of it)."""
+        if self._keys is None:
+            out: set[str] = set()
+            todo: list[tuple[tuple[int, ...], descriptor_pb2.DescriptorProto]] = [
+                ((i,), m) for i, m in enumerate(main_file(self.files, self.main).message_type)]
+            while todo:
+                at, m = todo.pop()
+                out.add(indexes_text(at))
+                if len(at) < MAX_INDEXES:
+                    todo += [((*at, i), n) for i, n in enumerate(x for x in m.nested_type if not x.options.map_entry)]
+            self._keys = frozenset(out)
+        return self._keys
 
 
 class NoSuchMessage(UnsupportedSchema):
