@@ -1,7 +1,7 @@
 """Protobuf (#42) refusals that must end in dead letters, never in the run's end or its growth, without
 a JVM: a schema reference the registry refuses access to (a scripted registry on localhost, the real
 client), a registry answering a non-object to ``icetide check``, records naming random message
-indexes (no state per index)."""
+indexes (no state per index), and type changes across versions a column cannot take exactly."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pyspark.sql.types import BinaryType, DoubleType, FloatType, LongType, StringType, StructField, StructType
 
 from icetide.config.registry import SchemaRegistry
 from icetide.errors import ConfigError
 from icetide.ingest.formats import avro_refs
-from icetide.ingest.formats.avro_types import UnsupportedSchema
+from icetide.ingest.formats.avro_types import UnsupportedSchema, fit, merged
 from icetide.ingest.formats.protobuf import ProtobufFormat
 from icetide.ingest.formats.protobuf_schema import check_subjects, compile_schema
 from icetide.ingest.formats.registry import RegistryClient
@@ -106,4 +107,37 @@ def test_records_naming_many_distinct_message_indexes_leave_no_state_per_index()
     assert list(fmt.schemas[1]._messages) == [(0,)] and fmt.unreadable == {}
     fmt.learn(None, [1], [(1, "1"), (1, "0.0")])  # each real message once
     assert sorted(fmt.messages) == [(1, "0"), (1, "0.0"), (1, "1")] and fmt.batch == [(1, "1"), (1, "0.0")]
+
+
+V1 = proto3("message Ev { int64 id = 1; double amount = 2; float ratio = 3; string name = 4; int32 n = 5; "
+            "bytes raw = 6; }")
+V2 = proto3("message Ev { int64 id = 1; int64 amount = 2; int64 ratio = 3; bytes name = 4; int64 n = 5; "
+            "string raw = 6; }")
+
+
+def test_a_later_versions_int64_in_a_double_column_or_bytes_in_a_string_one_is_refused_not_rounded() -> None:
+    fmt = ProtobufFormat(SchemaRegistry(url="http://127.0.0.1:9"))
+    fmt.client = _Registry({1: _pb(V1), 2: _pb(V2)})  # type: ignore[assignment]
+    fmt.learn(None, [1, 2], [(1, "0"), (2, "0")])
+    # both versions in a new table's first batch: the types that take both exactly (string → bytes,
+    # int → long); the first version's where neither takes the other
+    both = fmt.declared([1, 2])
+    assert both is not None and both.simpleString() == (
+        "struct<id:bigint,amount:double,ratio:float,name:binary,n:bigint,raw:binary>")
+    refused = fmt.conflicts(both)
+    assert list(refused) == [(2, "0")]  # v2's records: incompatible_schema dead letters
+    assert "amount is double in the table but bigint" in refused[(2, "0")]
+    assert "ratio is float in the table but bigint" in refused[(2, "0")] and "name" not in refused[(2, "0")]
+    # a table v1 made: v2's bytes in its string column are refused too (possibly not UTF-8)
+    refused = fmt.conflicts(fmt.messages[(1, "0")].struct)
+    assert list(refused) == [(2, "0")] and "name is string in the table but binary" in refused[(2, "0")]
+    assert "n is" not in refused[(2, "0")] and "raw is" not in refused[(2, "0")]  # exact: int → long, string → bytes
+    # Avro keeps its own promotions (its decoder casts them, as the Avro spec says)
+    from icetide.ingest.formats.protobuf_types import HOLDS
+
+    assert fit(DoubleType(), LongType()).ok and fit(StringType(), BinaryType()).ok
+    assert not fit(DoubleType(), LongType(), holds=HOLDS).ok and not fit(FloatType(), LongType(), holds=HOLDS).ok
+    assert not fit(StringType(), BinaryType(), holds=HOLDS).ok and fit(BinaryType(), StringType(), holds=HOLDS).ok
+    one = StructType([StructField("x", DoubleType())])
+    assert merged([one, StructType([StructField("x", LongType())])], HOLDS) == one
 

@@ -13,7 +13,8 @@ with random indexes leave no state behind and add nothing to the plan. A record 
 own writer schema and message only; a table's type is the union of the messages and versions it
 has seen (:meth:`ProtobufFormat.declared`, as Avro's), so a version adding a field adds a column;
 the decoded row is projected by name onto the table's columns and a message whose types conflict
-with the table's is refused as a whole (``incompatible_schema``).
+with the table's is refused as a whole (``incompatible_schema``; a column takes another version's
+type only exactly: :data:`.protobuf_types.HOLDS`).
 
 Dead-letter classes: ``truncated_record``, ``bad_magic_byte``, ``unknown_schema_id``,
 ``unsupported_schema`` (not Protobuf, a reference missing or refused, protoc refuses it, recursive,
@@ -45,7 +46,7 @@ from icetide.ingest.decode import CORRUPT, PARSED
 from icetide.ingest.formats.avro_types import UnsupportedSchema, fit, merged
 from icetide.ingest.formats.base import OK, Parsed, ValueFormat, register
 from icetide.ingest.formats.protobuf_schema import compile_schema, well_known_dir
-from icetide.ingest.formats.protobuf_types import Compiled, Message, NoSuchMessage, parse_indexes_text
+from icetide.ingest.formats.protobuf_types import HOLDS, Compiled, Message, NoSuchMessage, parse_indexes_text
 from icetide.ingest.formats.registry import RegistryClient
 from icetide.spark.session import has_class
 
@@ -266,7 +267,18 @@ class ProtobufFormat(ValueFormat):
     def declared(self, ids: list[int], cdc: CdcSettings | None = None) -> StructType | None:
         """The record type of the table fed by ``ids``: every field of the batch's messages of them."""
         found = [self.messages[k].struct for k in self.batch if k[0] in ids and k in self.messages]
-        return merged(found) if found else None
+        return merged(found, HOLDS) if found else None
+
+    def conflicts(self, schema: StructType) -> dict[Key, str]:
+        """The batch's messages a table of type ``schema`` cannot take (why): types that differ other
+        than by a widening or an exact conversion (:data:`.protobuf_types.HOLDS`)."""
+        out: dict[Key, str] = {}
+        for key in self.batch:
+            m = self.messages.get(key)
+            fitted = fit(schema, m.struct, holds=HOLDS) if m is not None else None
+            if fitted is not None and not fitted.ok:
+                out[key] = "; ".join(fitted.conflicts)[:600]
+        return out
 
     def parse_columns(self, spark: SparkSession | None, schema: StructType, max_value_bytes: int,
                       parsed_name: str = PARSED, cdc: CdcSettings | None = None) -> Parsed:
@@ -274,14 +286,10 @@ class ProtobufFormat(ValueFormat):
         ``cdc`` is not read (the config refuses CDC over Protobuf)."""
         parsed = F.lit(None).cast(StructType([*schema.fields, StructField(OK, BooleanType(), True)]))
         error = F.lit(None).cast("string")
-        conflicts: dict[Key, str] = {}
+        conflicts = self.conflicts(schema)
         for key in self.batch:
             m = self.messages.get(key)
-            if m is None:
-                continue
-            fitted = fit(schema, m.struct)
-            if not fitted.ok:
-                conflicts[key] = "; ".join(fitted.conflicts)[:600]
+            if m is None or key in conflicts:
                 continue
             row = F.col(decoded_column(key))["row"]
             cols = [*avro_rows.project(row, m.struct, schema).values(), F.lit(True).alias(OK)]

@@ -57,7 +57,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from icetide.ingest.formats.avro_types import RESERVED_PREFIXES, UnsupportedSchema
+from icetide.ingest.formats.avro_types import RESERVED_PREFIXES, Holds, UnsupportedSchema
 
 F = descriptor_pb2.FieldDescriptorProto
 #: Deeper than this a message is refused (a struct in a struct … this many levels)
@@ -74,6 +74,12 @@ WRAPPERS: dict[str, DataType] = {
     ".google.protobuf.BoolValue": BooleanType(), ".google.protobuf.StringValue": StringType(),
     ".google.protobuf.BytesValue": BinaryType(),
 }
+#: What a column typed by one version takes of another version's type as it is (see
+#: :func:`.avro_types.fit`): only the exact ones of Avro's promotions (int → long, double; float →
+#: double; string → bytes). A later version's int64 in a float/double column (or int32 in a float
+#: one) would be rounded, its bytes in a string column might not be UTF-8: refused
+#: (``incompatible_schema``), as Protobuf itself has no such promotions.
+HOLDS: Holds = ((LongType, IntegerType), (DoubleType, IntegerType), (DoubleType, FloatType), (BinaryType, StringType))
 SCALARS: dict[int, DataType] = {
     F.TYPE_DOUBLE: DoubleType(), F.TYPE_FLOAT: FloatType(), F.TYPE_BOOL: BooleanType(),
     F.TYPE_STRING: StringType(), F.TYPE_BYTES: BinaryType(), F.TYPE_ENUM: StringType(),
