@@ -19,9 +19,9 @@ type only exactly: :data:`.protobuf_types.HOLDS`).
 Dead-letter classes: ``truncated_record``, ``bad_magic_byte``, ``unknown_schema_id``,
 ``unsupported_schema`` (not Protobuf, a reference missing or refused, protoc refuses it, recursive,
 …), ``undecodable`` (message indexes that do not parse or name no message, bytes that are not the
-message, a value no column holds, with protobuf-java's reason), ``incompatible_schema``;
-``null_value``, ``empty_value``, ``oversized_value`` (never decoded). CDC tables over Protobuf
-values are refused by the config check (not read yet).
+message, a value no column holds, a number a proto2 enum does not name, with protobuf-java's
+reason), ``incompatible_schema``; ``null_value``, ``empty_value``, ``oversized_value`` (never
+decoded). CDC tables over Protobuf values are refused by the config check (not read yet).
 """
 
 from __future__ import annotations
