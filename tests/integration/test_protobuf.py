@@ -4,9 +4,10 @@ Kafka, real Spark and Iceberg; the tables read back through PyIceberg.
 One pipeline, run as `icetide run` processes: SIGKILLed at three named points (after a table
 commit, before one, after a batch before Spark's checkpoint), then run to idle; the final state is
 asserted exactly (every good record once, with its values; every bad record once in the dead
-letters, with its class); `icetide check` first. Cost in CI, measured alone on the 2-core machine:
-64 s for the test (`check` and four `icetide run` JVM starts), 74 s for the module with its
-session's Kafka and registry started (the CDS archive already made).
+letters, with its class: proto2 enum numbers the enum does not name among them); `icetide check`
+first. Cost in CI, measured alone on the 2-core machine: 64 s for the test (`check` and four
+`icetide run` JVM starts), 74 s for the module with its session's Kafka and registry started (the
+CDS archive already made).
 """
 
 from __future__ import annotations
@@ -69,6 +70,19 @@ message Order {
   message Line { string sku = 1; uint32 qty = 2; }
   message Address { string city = 1; optional string zip = 2; }
   enum Status { NEW = 0; PAID = 1; }
+}
+"""
+# proto2: closed enums (a number the enum does not name is no value of the field); its columns are the table's
+LEGACY = """syntax = "proto2";
+package legacy;
+message Order {
+  optional int64 id = 1;
+  repeated Status tags = 6;
+  optional Status status = 10;
+  optional Money total = 16;
+  enum Status { NEW = 0; PAID = 1; }
+  message Money { optional int64 units = 1; optional Currency currency = 2; }
+  enum Currency { EUR = 0; USD = 1; }
 }
 """
 V1 = ORDER.replace("  //NOTE\n", "")
@@ -142,7 +156,8 @@ def test_protobuf_types_versions_and_bad_input_exactly_once_across_kills(kafka, 
                       "message Node { int64 id = 1; Node next = 2; }")
     avro_id = register_avro(registry.url, f"{ns}-avro-value", {"type": "record", "name": "R", "fields": [
         {"name": "id", "type": "long"}]})
-    assert len({v1_id, v2_id, rec_id, avro_id}) == 4
+    legacy_id = register(registry.url, f"{ns}-legacy-value", LEGACY)
+    assert len({v1_id, v2_id, rec_id, avro_id, legacy_id}) == 5
     files = {"common/money.proto": MONEY}
     c1 = classes({**files, main_name(v1_id): V1}, main_name(v1_id))
     c2 = classes({**files, main_name(v2_id): V2}, main_name(v2_id))
@@ -163,6 +178,13 @@ def test_protobuf_types_versions_and_bad_input_exactly_once_across_kills(kafka, 
         frame(v1_id, c1["acme.Order"](customer="x" * 150_000)): ("oversized_value", "exceeds source.max_value_bytes"),
         frame(rec_id, b""): ("unsupported_schema", "message t.Node contains itself (t.Node → t.Node)"),
         frame(avro_id, b""): ("unsupported_schema", f"schema id {avro_id} is AVRO, not Protobuf"),
+        # proto2 enum numbers the enum does not name (protobuf-java would read the field as absent), at
+        # the top level (id 1, status 7), in a repeated field (tags 1, 9) and in a nested message
+        frame(legacy_id, b"\x08\x01\x50\x07"): ("undecodable", "field status (number 10) holds 7, a number "
+                                                                "enum legacy.Order.Status does not name"),
+        frame(legacy_id, b"\x08\x02\x30\x01\x30\x09"): ("undecodable", "field tags (number 6) holds 9"),
+        frame(legacy_id, b"\x08\x03\x82\x01\x04\x08\x01\x10\x05"): (
+            "undecodable", "field total.currency (number 2) holds 5, a number enum legacy.Order.Currency"),
     }
     # the bad records among the first batch's, the second version's from halfway (the table gains its column)
     send(kafka.bootstrap, topic, [*good[:100], *bad, *good[100:]], partitions=2)

@@ -32,7 +32,7 @@ class Registry:
     def __init__(self, answers: dict[str, Any]) -> None:
         self.answers, self.asked = answers, []  # type: list[str]
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str, scoped: bool = False) -> Any:
         self.asked.append(path)
         if path not in self.answers:
             raise KeyError(path)

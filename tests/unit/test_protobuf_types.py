@@ -281,8 +281,9 @@ def test_the_format_learns_ids_and_messages_refuses_what_it_cannot_read_and_beli
     fmt.learn(None, [1, 2, 3, 4, 5], [(1, "0"), (1, "1"), (1, "0.0"), (1, "7"), (2, "0"), (3, "0"), (5, "0")])
     assert sorted(fmt.schemas) == [1, 2, 5] and 3 in fmt.refused and 4 in fmt.unknown
     assert sorted(fmt.messages) == [(1, "0"), (1, "0.0"), (1, "1"), (2, "0")]
-    assert fmt.bad[(1, "7")][0] == "undecodable"  # the record names a message its schema does not have
-    assert fmt.bad[(5, "0")][0] == "unsupported_schema" and "contains itself" in fmt.bad[(5, "0")][1]
+    # indexes naming no message of the schema: nothing kept (the verdict judges them per schema id)
+    assert (1, "7") not in fmt.batch and (1, "7") not in fmt.unreadable
+    assert "contains itself" in fmt.unreadable[(5, "0")]  # a message no table can hold: unsupported_schema
     assert (3, "0") not in fmt.batch  # a refused id's records are the verdict's, by id
     every = fmt.declared([1, 2])  # a table fed by every message of the batch holds all their fields
     assert every is not None and every.fieldNames() == ["id", "name", "y", "x", "email"]

@@ -73,7 +73,7 @@ def referenced(client: RegistryClient, sid: int, references: list[Any]) -> dict[
             # a version soft-deleted since is still what old records were written with (as Confluent's
             # serializers look it up: lookupDeletedSchema)
             got = client.get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/"
-                             f"{urllib.parse.quote(version, safe='')}?deleted=true")
+                             f"{urllib.parse.quote(version, safe='')}?deleted=true", scoped=True)  # 401/403: refused
         except KeyError:
             raise UnsupportedSchema(f"schema id {sid} references {where}, which the registry does not have "
                                     "(HTTP 404)") from None

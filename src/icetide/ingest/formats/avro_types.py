@@ -308,6 +308,12 @@ def _decimal(s: dict[str, Any]) -> DecimalType:
 
 
 # -- a writer schema against a table ----------------------------------------------------------------
+#: (table type, writer type) pairs a table takes as they are: Avro's promotions (int → long, float,
+#: double; long → float, double; float → double; string ↔ bytes), cast per record
+Holds = tuple[tuple[type[DataType], type[DataType]], ...]
+HOLDS: Holds = ((LongType, IntegerType), (FloatType, IntegerType), (FloatType, LongType), (DoubleType, IntegerType),
+                (DoubleType, LongType), (DoubleType, FloatType), (StringType, BinaryType), (BinaryType, StringType))
+
 @dataclass
 class Fit:
     """How a decoded record type meets a table's: columns to widen first, and what cannot be taken."""
@@ -320,16 +326,17 @@ class Fit:
         return not self.conflicts
 
 
-def fit(table: DataType, seen: DataType, path: tuple[str, ...] = ()) -> Fit:
+def fit(table: DataType, seen: DataType, path: tuple[str, ...] = (), holds: Holds = HOLDS) -> Fit:
     """Compare a table's type with a decoded type: widenings Iceberg allows (int → long, float →
-    double, decimal(P,S) → decimal(P',S) with P' > P) and conflicts (anything else that differs).
-    Fields only one side has are neither (evolution adds new ones; missing ones read as null)."""
+    double, decimal(P,S) → decimal(P',S) with P' > P), what the table ``holds`` as it is (a format's
+    promotions) and conflicts (anything else that differs). Fields only one side has are neither
+    (evolution adds new ones; missing ones read as null)."""
     out = Fit()
-    _fit(table, seen, path, out)
+    _fit(table, seen, path, out, holds)
     return out
 
 
-def _fit(have: DataType, seen: DataType, path: tuple[str, ...], out: Fit) -> None:
+def _fit(have: DataType, seen: DataType, path: tuple[str, ...], out: Fit, holds: Holds) -> None:
     name = ".".join(path) or "(record)"
     if isinstance(seen, NullType) or have == seen:
         return
@@ -338,17 +345,17 @@ def _fit(have: DataType, seen: DataType, path: tuple[str, ...], out: Fit) -> Non
         for f in seen.fields:
             mine = by_name.get(f.name.lower())
             if mine is not None:
-                _fit(mine.dataType, f.dataType, (*path, mine.name), out)
+                _fit(mine.dataType, f.dataType, (*path, mine.name), out, holds)
         return
     if isinstance(have, ArrayType) and isinstance(seen, ArrayType):
-        _fit(have.elementType, seen.elementType, (*path, "element"), out)
+        _fit(have.elementType, seen.elementType, (*path, "element"), out, holds)
         return
     if isinstance(have, MapType) and isinstance(seen, MapType):
-        _fit(have.keyType, seen.keyType, (*path, "key"), out)
-        _fit(have.valueType, seen.valueType, (*path, "value"), out)
+        _fit(have.keyType, seen.keyType, (*path, "key"), out, holds)
+        _fit(have.valueType, seen.valueType, (*path, "value"), out, holds)
         return
-    if any(isinstance(have, h) and isinstance(seen, s) for h, s in _HOLDS):
-        return  # the table already holds it: Avro's own promotions, read as an older version's records
+    if any(isinstance(have, h) and isinstance(seen, s) for h, s in holds):
+        return  # the table already holds it: the format's promotions, read as an older version's records
     if isinstance(have, IntegerType) and isinstance(seen, LongType):
         out.widen.append((path, have, LongType()))
         return
@@ -363,37 +370,31 @@ def _fit(have: DataType, seen: DataType, path: tuple[str, ...], out: Fit) -> Non
                          "schema, which is not a widening Iceberg allows")
 
 
-#: (table type, writer type) pairs a table takes as they are: Avro's promotions (int → long, float,
-#: double; long → float, double; float → double; string ↔ bytes), cast per record
-_HOLDS: tuple[tuple[type[DataType], type[DataType]], ...] = (
-    (LongType, IntegerType), (FloatType, IntegerType), (FloatType, LongType), (DoubleType, IntegerType),
-    (DoubleType, LongType), (DoubleType, FloatType), (StringType, BinaryType), (BinaryType, StringType))
 
-
-def merged(types: list[StructType]) -> StructType:
+def merged(types: list[StructType], holds: Holds = HOLDS) -> StructType:
     """One record type holding every field of ``types`` (first spelling and order win; a field's
-    widest type across them when they only differ by a widening)."""
+    widest type across them when they only differ by a widening or what ``holds`` takes)."""
     out = types[0]
     for t in types[1:]:
-        out = _merge(out, t)  # type: ignore[assignment]
+        out = _merge(out, t, holds)  # type: ignore[assignment]
     return out
 
 
-def _merge(a: DataType, b: DataType) -> DataType:
+def _merge(a: DataType, b: DataType, holds: Holds) -> DataType:
     if isinstance(a, StructType) and isinstance(b, StructType):
         by_name = {f.name.lower(): f for f in b.fields}
-        fields = [StructField(f.name, _merge(f.dataType, by_name[f.name.lower()].dataType) if f.name.lower()
+        fields = [StructField(f.name, _merge(f.dataType, by_name[f.name.lower()].dataType, holds) if f.name.lower()
                               in by_name else f.dataType, True, f.metadata or by_name.get(f.name.lower(), f).metadata)
                   for f in a.fields]
         have = {f.name.lower() for f in a.fields}
         return StructType(fields + [f for f in b.fields if f.name.lower() not in have])
     if isinstance(a, ArrayType) and isinstance(b, ArrayType):
-        return ArrayType(_merge(a.elementType, b.elementType), True)
+        return ArrayType(_merge(a.elementType, b.elementType, holds), True)
     if isinstance(a, MapType) and isinstance(b, MapType):
-        return MapType(a.keyType, _merge(a.valueType, b.valueType), True)
-    f = fit(a, b)
+        return MapType(a.keyType, _merge(a.valueType, b.valueType, holds), True)
+    f = fit(a, b, holds=holds)
     if f.ok and f.widen and not f.widen[0][0]:
         return f.widen[0][2]
-    if not f.ok and fit(b, a).ok:
+    if not f.ok and fit(b, a, holds=holds).ok:
         return b  # b holds a's values (int and double: double), whichever version came first
     return a

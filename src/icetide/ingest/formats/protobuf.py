@@ -7,18 +7,21 @@ for the first, ``1.0`` for the first nested in the second, … read by the JVM's
 are listed in one small job; the driver fetches the ids it has not seen from the registry (with
 their references, :mod:`.protobuf_schema`, compiled by protoc), maps each message to column types
 once (:mod:`.protobuf_types`, pure) and builds its JVM decoder from the compiled descriptors and
-that type (the JVM refuses, on the driver, any field it would convert otherwise). A record is
-decoded with its own writer schema and message only; a table's type is the union of the messages
-and versions it has seen (:meth:`ProtobufFormat.declared`, as Avro's), so a version adding a field
-adds a column; the decoded row is projected by name onto the table's columns and a message whose
-types conflict with the table's is refused as a whole (``incompatible_schema``).
+that type (the JVM refuses, on the driver, any field it would convert otherwise). Indexes that
+name no message of their schema are judged per schema id (not among its messages'), so records
+with random indexes leave no state behind and add nothing to the plan. A record is decoded with its
+own writer schema and message only; a table's type is the union of the messages and versions it
+has seen (:meth:`ProtobufFormat.declared`, as Avro's), so a version adding a field adds a column;
+the decoded row is projected by name onto the table's columns and a message whose types conflict
+with the table's is refused as a whole (``incompatible_schema``; a column takes another version's
+type only exactly: :data:`.protobuf_types.HOLDS`).
 
 Dead-letter classes: ``truncated_record``, ``bad_magic_byte``, ``unknown_schema_id``,
-``unsupported_schema`` (not Protobuf, a reference missing, protoc refuses it, recursive, …),
-``undecodable`` (message indexes that do not parse or name no message, bytes that are not the
-message, a value no column holds, with protobuf-java's reason), ``incompatible_schema``;
-``null_value``, ``empty_value``, ``oversized_value`` (never decoded). CDC tables over Protobuf
-values are refused by the config check (not read yet).
+``unsupported_schema`` (not Protobuf, a reference missing or refused, protoc refuses it, recursive,
+…), ``undecodable`` (message indexes that do not parse or name no message, bytes that are not the
+message, a value no column holds, a number a proto2 enum does not name, with protobuf-java's
+reason), ``incompatible_schema``; ``null_value``, ``empty_value``, ``oversized_value`` (never
+decoded). CDC tables over Protobuf values are refused by the config check (not read yet).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from icetide.ingest.decode import CORRUPT, PARSED
 from icetide.ingest.formats.avro_types import UnsupportedSchema, fit, merged
 from icetide.ingest.formats.base import OK, Parsed, ValueFormat, register
 from icetide.ingest.formats.protobuf_schema import compile_schema, well_known_dir
-from icetide.ingest.formats.protobuf_types import Compiled, Message, NoSuchMessage, parse_indexes_text
+from icetide.ingest.formats.protobuf_types import HOLDS, Compiled, Message, NoSuchMessage, parse_indexes_text
 from icetide.ingest.formats.registry import RegistryClient
 from icetide.spark.session import has_class
 
@@ -115,8 +118,10 @@ class ProtobufFormat(ValueFormat):
     unknown: dict[int, float] = field(default_factory=dict)  # id the registry did not know → when (clock)
     batch_ids: list[int] = field(default_factory=list)
     messages: dict[Key, Message] = field(default_factory=dict)
-    bad: dict[Key, tuple[str, str]] = field(default_factory=dict)  # a message no record of can be read: (class, why)
-    batch: list[Key] = field(default_factory=list)
+    #: a message of a schema no table can hold → why (``unsupported_schema``); at most one per message of
+    #: a schema: indexes that name no message are judged per schema id (:meth:`verdict`), never kept
+    unreadable: dict[Key, str] = field(default_factory=dict)
+    batch: list[Key] = field(default_factory=list)  # the batch's messages (of its learned schemas)
     clock: Callable[[], float] = time.monotonic
     compiler: Callable[[RegistryClient, int], Compiled] = compile_schema
     #: (Spark application, message) → its JVM decoder
@@ -147,7 +152,9 @@ class ProtobufFormat(ValueFormat):
         """Learn every schema id and message of the batch's records (waits out a registry outage)."""
         self.spark = spark
         picked = rows if mine is None else rows.where(mine)
-        found = picked.select(F.col(wire.ID).alias("i"), F.col(MSG).alias("m")).where(F.col("i").isNotNull())
+        # indexes naming no message of an already learned schema come back as null: one row per id
+        found = picked.select(F.col(wire.ID).alias("i"), F.when(self.named(), F.col(MSG)).alias("m")
+                              ).where(F.col("i").isNotNull())
         seen = sorted({(int(r[0]), r[1]) for r in found.distinct().collect()}, key=lambda x: (x[0], x[1] or ""))
         self.learn(spark, sorted({i for i, _ in seen}), [(i, m) for i, m in seen if m is not None])
 
@@ -157,20 +164,31 @@ class ProtobufFormat(ValueFormat):
         self.schemas.update(wire.learn(ids, self.schemas, self.refused, self.unknown, self.clock(),
                                        lambda sid: self.compiler(self.client, sid)))
         self.batch_ids = ids
+        keys = [k for k in keys if k[0] in self.schemas and k[1] in self.schemas[k[0]].message_keys()]
         for key in keys:
-            if key in self.messages or key in self.bad or key[0] not in self.schemas:
+            if key in self.messages or key in self.unreadable:
                 continue
             try:
                 message = self.schemas[key[0]].message(parse_indexes_text(key[1]), self.max_depth)
                 if spark is not None:
                     self.decoder(spark, key, message)
                 self.messages[key] = message
-            except NoSuchMessage as e:
-                self.bad[key] = ("undecodable", str(e))
+            except NoSuchMessage:  # not among message_keys(): never; the verdict's "no message" if it were
+                continue
             except UnsupportedSchema as e:
                 log.warning("schema id %s, message indexes %s refused: %s", key[0], key[1], e)
-                self.bad[key] = ("unsupported_schema", str(e))
-        self.batch = [k for k in keys if k[0] in self.schemas]
+                self.unreadable[key] = str(e)
+        self.batch = [k for k in keys if k in self.messages or k in self.unreadable]
+
+    def named(self) -> Column:
+        """Whether a record's message indexes may name a message of its schema: one of the schema's for
+        a learned id, none for a refused one, any for an id not learned yet (one term per id)."""
+        sid = F.col(wire.ID)
+        done = sorted({*self.schemas, *self.refused})
+        out = ~sid.isin(done) if done else F.lit(True)
+        for i in sorted(self.schemas):
+            out = out | ((sid == F.lit(i)) & F.col(MSG).isin(sorted(self.schemas[i].message_keys())))
+        return out
 
     def decoder(self, spark: SparkSession, key: Key, message: Message) -> Any:
         """The JVM decoder of one message (built once per Spark application); :class:`UnsupportedSchema`
@@ -203,10 +221,17 @@ class ProtobufFormat(ValueFormat):
         out = out.when(F.col(wire.ID).isNotNull() & F.col(MSG).isNull(), F.lit(
             "undecodable\tthe message indexes after the schema id do not parse (the Confluent Protobuf wire format: "
             "their count, then each index, as zig-zag varints; 0 alone for the first message)"))
+        for sid in self.batch_ids:  # one branch per schema id, whatever indexes its records name
+            if sid in self.schemas:
+                keys = self.schemas[sid].message_keys()
+                out = out.when((F.col(wire.ID) == F.lit(sid)) & ~F.col(MSG).isin(sorted(keys)),
+                               F.concat(F.lit(f"undecodable\tschema id {sid} has no message at indexes ["),
+                                        F.regexp_replace(F.col(MSG), r"\.", ", "),
+                                        F.lit(f"] (its file declares {sum('.' not in k for k in keys)} top-level "
+                                              "messages)")))
         for key in self.batch:
-            if key in self.bad:
-                cls, why = self.bad[key]
-                out = out.when(matches(key), F.lit(f"{cls}\t{why}"[:1000]))
+            if key in self.unreadable:
+                out = out.when(matches(key), F.lit(f"unsupported_schema\t{self.unreadable[key]}"[:1000]))
         return out
 
     def route_value(self, route: RouteSettings) -> Column | None:
@@ -242,7 +267,18 @@ class ProtobufFormat(ValueFormat):
     def declared(self, ids: list[int], cdc: CdcSettings | None = None) -> StructType | None:
         """The record type of the table fed by ``ids``: every field of the batch's messages of them."""
         found = [self.messages[k].struct for k in self.batch if k[0] in ids and k in self.messages]
-        return merged(found) if found else None
+        return merged(found, HOLDS) if found else None
+
+    def conflicts(self, schema: StructType) -> dict[Key, str]:
+        """The batch's messages a table of type ``schema`` cannot take (why): types that differ other
+        than by a widening or an exact conversion (:data:`.protobuf_types.HOLDS`)."""
+        out: dict[Key, str] = {}
+        for key in self.batch:
+            m = self.messages.get(key)
+            fitted = fit(schema, m.struct, holds=HOLDS) if m is not None else None
+            if fitted is not None and not fitted.ok:
+                out[key] = "; ".join(fitted.conflicts)[:600]
+        return out
 
     def parse_columns(self, spark: SparkSession | None, schema: StructType, max_value_bytes: int,
                       parsed_name: str = PARSED, cdc: CdcSettings | None = None) -> Parsed:
@@ -250,14 +286,10 @@ class ProtobufFormat(ValueFormat):
         ``cdc`` is not read (the config refuses CDC over Protobuf)."""
         parsed = F.lit(None).cast(StructType([*schema.fields, StructField(OK, BooleanType(), True)]))
         error = F.lit(None).cast("string")
-        conflicts: dict[Key, str] = {}
+        conflicts = self.conflicts(schema)
         for key in self.batch:
             m = self.messages.get(key)
-            if m is None:
-                continue
-            fitted = fit(schema, m.struct)
-            if not fitted.ok:
-                conflicts[key] = "; ".join(fitted.conflicts)[:600]
+            if m is None or key in conflicts:
                 continue
             row = F.col(decoded_column(key))["row"]
             cols = [*avro_rows.project(row, m.struct, schema).values(), F.lit(True).alias(OK)]

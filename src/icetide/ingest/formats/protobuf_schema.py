@@ -91,8 +91,9 @@ def _references(client: RegistryClient, sid: int, refs: list[Any], files: dict[s
         except UnknownSchemaId:
             raise UnsupportedSchema(f"schema id {sid}: reference {name!r} (subject {subject[:200]!r} version "
                                     f"{version}) is not in the registry") from None
-        except SchemaRefused as e:
-            raise UnsupportedSchema(f"schema id {sid}: reference {name!r}: {e}") from None
+        except SchemaRefused as e:  # 400/410/422, or access to the subject denied (401/403)
+            raise UnsupportedSchema(f"schema id {sid}: reference {name!r} (subject {subject[:200]!r} version "
+                                    f"{version}): {e}") from None
         if found.get("schemaType", "AVRO") != "PROTOBUF":
             raise UnsupportedSchema(f"schema id {sid}: reference {name!r} is not a Protobuf schema")
         files[name] = str(found.get("schema", ""))
@@ -140,8 +141,9 @@ CHECKED_SUBJECTS = 50
 
 def check_subjects(client: RegistryClient, subjects: list[dict[str, Any]]) -> list[str]:
     """``icetide check``: a warning for each subject whose latest Protobuf schema cannot be a table's
-    record (its first message; protoc's or the mapping's reason), so a producer's schema that every
-    record would be dead-lettered for shows before the run. Other schema types are not looked at."""
+    record (its first message; protoc's or the mapping's reason, a reference missing or refused), so a
+    producer's schema that every record would be dead-lettered for shows before the run. Other schema
+    types are not looked at."""
     from icetide.ingest.formats.protobuf_types import MAX_DEPTH
 
     warnings: list[str] = []
@@ -150,9 +152,10 @@ def check_subjects(client: RegistryClient, subjects: list[dict[str, Any]]) -> li
         if not isinstance(sid, int):
             continue
         try:
-            if client.schema(sid).get("schemaType", "AVRO") != "PROTOBUF":
+            got = client.schema(sid)
+            if isinstance(got, dict) and got.get("schemaType", "AVRO") != "PROTOBUF":
                 continue
-            compile_schema(client, sid).message((0,), MAX_DEPTH)
+            compile_schema(client, sid).message((0,), MAX_DEPTH)  # not an object: refused, with the reason
         except (UnsupportedSchema, UnknownSchemaId, SchemaRefused) as e:
             warnings.append(f"subject {s.get('subject')}: its latest schema (id {sid}) cannot be read as Protobuf, "
                             f"so its records would be dead letters: {str(e)[:400]}")

@@ -57,7 +57,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from icetide.ingest.formats.avro_types import RESERVED_PREFIXES, UnsupportedSchema
+from icetide.ingest.formats.avro_types import RESERVED_PREFIXES, Holds, UnsupportedSchema
 
 F = descriptor_pb2.FieldDescriptorProto
 #: Deeper than this a message is refused (a struct in a struct … this many levels)
@@ -74,6 +74,12 @@ WRAPPERS: dict[str, DataType] = {
     ".google.protobuf.BoolValue": BooleanType(), ".google.protobuf.StringValue": StringType(),
     ".google.protobuf.BytesValue": BinaryType(),
 }
+#: What a column typed by one version takes of another version's type as it is (see
+#: :func:`.avro_types.fit`): only the exact ones of Avro's promotions (int → long, double; float →
+#: double; string → bytes). A later version's int64 in a float/double column (or int32 in a float
+#: one) would be rounded, its bytes in a string column might not be UTF-8: refused
+#: (``incompatible_schema``), as Protobuf itself has no such promotions.
+HOLDS: Holds = ((LongType, IntegerType), (DoubleType, IntegerType), (DoubleType, FloatType), (BinaryType, StringType))
 SCALARS: dict[int, DataType] = {
     F.TYPE_DOUBLE: DoubleType(), F.TYPE_FLOAT: FloatType(), F.TYPE_BOOL: BooleanType(),
     F.TYPE_STRING: StringType(), F.TYPE_BYTES: BinaryType(), F.TYPE_ENUM: StringType(),
@@ -103,6 +109,7 @@ class Compiled:
     files: descriptor_pb2.FileDescriptorSet
     main: str
     _messages: dict[tuple[int, ...], Message] = field(default_factory=dict)
+    _keys: frozenset[str] | None = None
 
     @property
     def descriptor_set(self) -> bytes:
@@ -120,6 +127,21 @@ class Compiled:
         if indexes not in self._messages:
             self._messages[indexes] = to_message(self, indexes, max_depth)
         return self._messages[indexes]
+
+    def message_keys(self) -> frozenset[str]:
+        """The message indexes of every message of the schema's own file, as text (``"0"``, ``"1.0"``):
+        what a record of this schema may name (a map field's entry type is no message of it)."""
+        if self._keys is None:
+            out: set[str] = set()
+            todo: list[tuple[tuple[int, ...], descriptor_pb2.DescriptorProto]] = [
+                ((i,), m) for i, m in enumerate(main_file(self.files, self.main).message_type)]
+            while todo:
+                at, m = todo.pop()
+                out.add(indexes_text(at))
+                if len(at) < MAX_INDEXES:
+                    todo += [((*at, i), n) for i, n in enumerate(x for x in m.nested_type if not x.options.map_entry)]
+            self._keys = frozenset(out)
+        return self._keys
 
 
 class NoSuchMessage(UnsupportedSchema):

@@ -1,13 +1,16 @@
 """A client of the Confluent schema-registry API: schemas by id (cached for the run: an id's schema
-never changes), a subject's latest version, compatibility levels. Standard library HTTP only.
+never changes), a subject's versions (what schema references name; cached for the run too, see
+:meth:`RegistryClient.version`), a subject's latest version, compatibility levels. Standard library
+HTTP only.
 
 Faults are sorted for the runner: an id the registry does not know (404) is the record's problem
 (:class:`UnknownSchemaId`, a dead letter), and so is an id it answers with another definite refusal
 (400, 410, 422: :class:`SchemaRefused`; Apicurio answers 400 for a schema its own parser cannot
-read); refused credentials are configuration
-(:class:`~icetide.errors.ConfigError`); anything else (down, slow, 5xx) is waited out with
-exponential backoff up to ``max_wait_s``, then :class:`RegistryUnavailable` (transient: the batch
-fails, nothing is dead-lettered, the run restarts it).
+read); refused credentials are configuration (:class:`~icetide.errors.ConfigError`), except on a
+request for one subject's version (a schema reference), where 401/403 is access to that subject
+denied (:class:`SchemaRefused`: the schemas referencing it are refused, the run goes on); anything
+else (down, slow, 5xx) is waited out with exponential backoff up to ``max_wait_s``, then
+:class:`RegistryUnavailable` (transient: the batch fails, nothing is dead-lettered, the run restarts it).
 """
 
 from __future__ import annotations
@@ -60,8 +63,11 @@ class RegistryClient:
     def _get_once(self, path: str) -> Any:
         return self._http.get_once(path)
 
-    def get(self, path: str) -> Any:
-        """GET ``path`` as JSON; waits out outages (see the module docstring); 404 → :class:`KeyError`."""
+    def get(self, path: str, scoped: bool = False) -> Any:
+        """GET ``path`` as JSON; waits out outages (see the module docstring); 404 → :class:`KeyError`.
+        ``scoped``: a request for one subject's schema (a schema reference), which access control can
+        refuse alone while the credentials read other subjects: 401/403 is then :class:`SchemaRefused`
+        (that schema's records are dead letters), not :class:`~icetide.errors.ConfigError`."""
         started = time.monotonic()
         delay = 0.5
         attempt = 0
@@ -81,6 +87,8 @@ class RegistryClient:
                     raise SchemaRefused(f"the registry answers HTTP {e.code} ({_message(e)})") from None
                 if e.code in (401, 403) and self._http.renew():
                     continue  # a renewed token (bearer_token_env): asked again at once
+                if e.code in (401, 403) and scoped:
+                    raise SchemaRefused(f"the registry refuses access to it (HTTP {e.code}: {_message(e)})") from None
                 if e.code in (401, 403):
                     raise ConfigError(f"source.schema_registry: the registry at {self._http.shown} refused "
                                       f"the credentials (HTTP {e.code}); check basic_auth_user_info, "
@@ -118,11 +126,16 @@ class RegistryClient:
 
     def version(self, subject: str, version: int) -> dict[str, Any]:
         """One registered version of a subject (``schema``, ``schemaType``, ``references``: what a schema
-        reference names), cached; :class:`UnknownSchemaId` when the registry has no such subject or version."""
+        reference names), cached for the run; :class:`UnknownSchemaId` when the registry has no such
+        subject or version, :class:`SchemaRefused` when it refuses it (400, 410, 422, or 401/403: access
+        to that subject denied). A subject hard-deleted and registered again, so that a version number
+        now names another schema, is read as first fetched until the run restarts (Confluent never
+        reuses a version number short of a hard delete)."""
         key = (subject, int(version))
         if key not in self._versions:
             try:
-                got = self.get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{int(version)}")
+                got = self.get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{int(version)}",
+                               scoped=True)
             except KeyError:
                 raise UnknownSchemaId(f"{subject} version {version}") from None
             self._versions[key] = got if isinstance(got, dict) else {}

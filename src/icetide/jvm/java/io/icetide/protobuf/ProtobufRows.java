@@ -5,6 +5,7 @@ import com.google.protobuf.Descriptors.Descriptor;
 import com.google.protobuf.Descriptors.EnumValueDescriptor;
 import com.google.protobuf.Descriptors.FieldDescriptor;
 import com.google.protobuf.Message;
+import com.google.protobuf.UnknownFieldSet;
 import java.io.Serializable;
 import java.math.BigDecimal;
 import java.time.Instant;
@@ -32,6 +33,13 @@ import org.apache.spark.sql.types.StructType;
  * <p>A field with presence that the record leaves out is null; one without presence holds its
  * default, as Protobuf reads it. A value no column can hold (a Timestamp outside years 1-9999)
  * raises {@link Undecodable}: the record is a dead letter, never a row with a hole.
+ *
+ * <p>An enum number a proto2 (closed) enum does not name: protobuf-java keeps it among the
+ * message's unknown fields, so the field would read as absent (null, or its default in a map
+ * entry) and a repeated field would lose the element. Every message converted (nested ones and
+ * map entries too) is checked for unknown fields numbered as one of its enum fields: such a record
+ * raises {@link Undecodable} naming the field and the number. A proto3 (open) enum keeps the
+ * number in the field itself: its text is the column's value ({@link #enumName}).
  */
 final class ProtobufRows {
   static final String TIMESTAMP = "google.protobuf.Timestamp";
@@ -71,6 +79,10 @@ final class ProtobufRows {
     private final Conv[] keys; // map keys (null for other kinds)
     private final FieldDescriptor[] keyFields;
     private final FieldDescriptor[] valueFields;
+    private final String[] paths;
+    /** The message's enum fields: an unknown field of one of their numbers is a number its enum lacks. */
+    private final List<FieldDescriptor> enums = new ArrayList<>();
+    private final List<String> enumPaths = new ArrayList<>();
 
     private Plan(int n) {
       fields = new FieldDescriptor[n];
@@ -79,9 +91,13 @@ final class ProtobufRows {
       keys = new Conv[n];
       keyFields = new FieldDescriptor[n];
       valueFields = new FieldDescriptor[n];
+      paths = new String[n];
     }
 
     Row row(Message m) {
+      for (int i = 0; i < enums.size(); i++) {
+        knownEnum(m, enums.get(i), enumPaths.get(i));
+      }
       Object[] out = new Object[fields.length];
       for (int i = 0; i < fields.length; i++) {
         FieldDescriptor f = fields[i];
@@ -99,6 +115,9 @@ final class ProtobufRows {
             Map<Object, Object> map = new LinkedHashMap<>();
             for (Object entry : entries) { // a key twice: the last one wins, as in Protobuf
               Message e = (Message) entry;
+              if (valueFields[i].getJavaType() == FieldDescriptor.JavaType.ENUM) {
+                knownEnum(e, valueFields[i], paths[i] + ".value");
+              }
               map.put(keys[i].apply(e.getField(keyFields[i])), values[i].apply(e.getField(valueFields[i])));
             }
             out[i] = map;
@@ -111,10 +130,37 @@ final class ProtobufRows {
     }
   }
 
+  /**
+   * {@link Undecodable} when {@code m} holds, among its unknown fields, one numbered as its enum
+   * field {@code f} ({@code at}: the field's path): a number a closed enum does not name (or a
+   * value of a wire type no enum has), which protobuf-java leaves out of the field.
+   */
+  static void knownEnum(Message m, FieldDescriptor f, String at) {
+    UnknownFieldSet unknown = m.getUnknownFields();
+    if (unknown.isEmpty() || !unknown.hasField(f.getNumber())) {
+      return;
+    }
+    List<Long> numbers = unknown.getField(f.getNumber()).getVarintList();
+    String enumName = f.getEnumType().getFullName();
+    if (numbers.isEmpty()) {
+      throw new Undecodable("field " + at + " (number " + f.getNumber() + ", enum " + enumName
+          + ") holds a value of another wire type than an enum's");
+    }
+    throw new Undecodable("field " + at + " (number " + f.getNumber() + ") holds " + (int) (long) numbers.get(0)
+        + ", a number enum " + enumName + " does not name (a closed enum: protobuf-java would read the field "
+        + "as absent)");
+  }
+
   /** The plan of message {@code d} as rows of {@code type}; {@code where}: the path, for messages. */
   static Plan plan(Descriptor d, StructType type, String where) {
     StructField[] columns = type.fields();
     Plan p = new Plan(columns.length);
+    for (FieldDescriptor f : d.getFields()) { // every enum field, whether a column holds it or not
+      if (f.getJavaType() == FieldDescriptor.JavaType.ENUM) {
+        p.enums.add(f);
+        p.enumPaths.add(where.isEmpty() ? f.getName() : where + "." + f.getName());
+      }
+    }
     for (int i = 0; i < columns.length; i++) {
       String name = columns[i].name();
       FieldDescriptor f = d.findFieldByName(name);
@@ -124,6 +170,7 @@ final class ProtobufRows {
       }
       DataType t = columns[i].dataType();
       p.fields[i] = f;
+      p.paths[i] = at;
       if (f.isMapField()) {
         if (!(t instanceof MapType)) {
           throw mismatch(at, f, t);
