@@ -42,3 +42,11 @@ def test_ids_that_only_look_like_the_wire_format_never_grow_the_verdict() -> Non
         keys.learn(reg, [1, 1000 + 2 * batch, 1001 + 2 * batch], now=float(batch))  # type: ignore[arg-type]
         assert [i for i, _ in keys.refusals()] == [1000 + 2 * batch, 1001 + 2 * batch]
     assert keys.unknown == {}  # a 404 is no refusal for the run
+
+
+def test_a_top_level_unions_members_give_columns_in_the_writers_order() -> None:
+    """The review's finding: member ids are negative, so sorting them as numbers reversed the members."""
+    from icetide.ingest.formats.avro import member_id, writer_order
+
+    ids = [member_id(3, 1), 2, member_id(3, 0), member_id(1, 2), 5]
+    assert sorted(ids, key=writer_order) == [member_id(1, 2), 2, member_id(3, 0), member_id(3, 1), 5]

@@ -245,7 +245,7 @@ class AvroFormat(ValueFormat):
 
     def declared(self, ids: list[int], cdc: CdcSettings | None = None) -> StructType | None:
         """The record type of the table fed by ``ids``: every field of their decoded rows."""
-        types = [t for i in sorted(ids) if i in self.decodings
+        types = [t for i in sorted(ids, key=writer_order) if i in self.decodings
                  and (t := row_type(self.decodings[i].struct, cdc)) is not None]
         return avro_types.merged(types) if types else None
 
@@ -330,6 +330,12 @@ def member_id(sid: int, k: int) -> int:
     """The id records of member ``k`` of top-level union ``sid`` carry once read (negative: no
     registry id is; see :meth:`AvroFormat.with_scan`)."""
     return -sid * MAX_MEMBERS - 1 - k
+
+
+def writer_order(i: int) -> tuple[int, int]:
+    """Ids in the order their fields become columns: by registry id, a top-level union's members in
+    the writer's order (member ids are negative: sorted as numbers they would reverse it)."""
+    return (i, -1) if i >= 0 else divmod(-i - 1, MAX_MEMBERS)
 
 
 def record_route_value(full_name: str) -> str:
