@@ -75,14 +75,17 @@ def test_telemetry_driven_sort_makes_filtered_scans_skip_more_files(spark, kafka
     reporting.write_text(yaml.safe_dump(pipeline_dict(kafka, lake, tmp_path, "unused", f"{ns}.unused", catalog={
         **catalog, "properties": {**catalog["properties"], "metrics-reporter-impl": REPORTER,
                                   "icetide.telemetry.flush-ms": "0"}})))
-    users = [rng.randrange(100_000) for _ in range(12)]
+    # away from the range's ends: a small tail file of a commit holds few ids, so a stats filter can
+    # skip it for an id near an end even unsorted (CI seed 70159196: 3 of 16 files, for a 3-digit id)
+    users = [rng.randrange(10_000, 90_000) for _ in range(12)]
     user_queries(reporting, *(f"SELECT id, v FROM icetide.{ns}.events WHERE user_id = {u}" for u in users))
     seen = reports(spool, f"{ns}.events")
     assert len(seen) >= 12, seen
     assert all('ref(name="user_id")' in r["filter"] for r in seen)
-    before = seen[-1]
+    before = seen[0]  # users[0]'s query: the one asked again after the sort
     files = spark.sql(f"SELECT count(*) FROM {table}.files").first()[0]
-    assert files >= COMMITS and before["result_data_files"] == files and before["skipped_data_files"] == 0, before
+    # unsorted, every commit's files span (nearly) the whole range: a filtered scan skips almost none
+    assert files >= COMMITS and before["result_data_files"] >= files - 2, (files, before)
 
     cfg_path = tmp_path / "layout.yaml"
     cfg_path.write_text(yaml.safe_dump(pipeline_dict(
