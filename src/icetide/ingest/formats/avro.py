@@ -58,7 +58,7 @@ from icetide.ingest.formats.base import Parsed, ValueFormat, register
 from icetide.ingest.formats.registry import RegistryClient
 from icetide.ingest.formats.wire import ID as ID
 from icetide.ingest.formats.wire import UNKNOWN_RETRY_S as UNKNOWN_RETRY_S
-from icetide.ingest.formats.wire import ids_of, payload, registered_text, with_ids
+from icetide.ingest.formats.wire import ids_of, payload, registered_text, value_faults, with_ids
 from icetide.ingest.formats.wire import learn as wire_learn
 from icetide.ingest.formats.wire import schema_id as schema_id
 from icetide.ingest.formats.wire import verdict as wire_verdict
@@ -284,16 +284,8 @@ class AvroFormat(ValueFormat):
                          avro_rows.pick(decoded, d.struct, cdc.ordering).try_cast(cdc_rules.ordering_type(cdc))
                          .alias(CDC_ORDERING)]
             parsed = F.when(sid == F.lit(i), F.when(decoded.isNotNull(), F.struct(*cols))).otherwise(parsed)
-        p = F.col(parsed_name)
-        v = F.col("value")
-        error_class = (F.when(v.isNull(), F.lit("null_value"))
-                       .when(F.length(v) == 0, F.lit("empty_value"))
-                       .when(F.length(v) > max_value_bytes, F.lit("oversized_value")))
-        message = (F.when(v.isNull(), F.lit("the record has no value (a tombstone)"))
-                   .when(F.length(v) == 0, F.lit("the record value is empty"))
-                   .when(F.length(v) > max_value_bytes,
-                         F.concat(F.lit("value of "), F.length(v).cast("string"),
-                                  F.lit(f" bytes exceeds source.max_value_bytes={max_value_bytes}"))))
+        p, v = F.col(parsed_name), F.col("value")
+        error_class, message = value_faults(max_value_bytes)
         for i, why in sorted(conflicts.items()):
             error_class = error_class.when(sid == F.lit(i), F.lit("incompatible_schema"))
             message = message.when(sid == F.lit(i), F.lit(f"{self.label(i)} cannot be written to the table: {why}"))

@@ -297,14 +297,7 @@ class ProtobufFormat(ValueFormat):
             error = F.when(matches(key), F.concat(F.lit(f"not decoded as {m.full_name} (schema id {key[0]}): "),
                                                   F.col(decoded_column(key))["error"])).otherwise(error)
         p, v = F.col(parsed_name), F.col("value")
-        error_class = (F.when(v.isNull(), F.lit("null_value"))
-                       .when(F.length(v) == 0, F.lit("empty_value"))
-                       .when(F.length(v) > max_value_bytes, F.lit("oversized_value")))
-        message = (F.when(v.isNull(), F.lit("the record has no value (a tombstone)"))
-                   .when(F.length(v) == 0, F.lit("the record value is empty"))
-                   .when(F.length(v) > max_value_bytes,
-                         F.concat(F.lit("value of "), F.length(v).cast("string"),
-                                  F.lit(f" bytes exceeds source.max_value_bytes={max_value_bytes}"))))
+        error_class, message = wire.value_faults(max_value_bytes)
         for key, why in sorted(conflicts.items()):
             error_class = error_class.when(matches(key), F.lit("incompatible_schema"))
             message = message.when(matches(key), F.lit(f"schema id {key[0]} (message indexes {key[1]}) cannot be "

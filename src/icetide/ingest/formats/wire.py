@@ -61,6 +61,21 @@ def ids_of(rows: DataFrame, mine: Column | None) -> list[int]:
                   .distinct().collect())
 
 
+def value_faults(max_value_bytes: int) -> tuple[Column, Column]:
+    """(class, message) for a value no registry format decodes at all: none (a tombstone), empty, or
+    over ``source.max_value_bytes``; null otherwise. Callers chain their own classes after these."""
+    v = F.col("value")
+    error_class = (F.when(v.isNull(), F.lit("null_value"))
+                   .when(F.length(v) == 0, F.lit("empty_value"))
+                   .when(F.length(v) > max_value_bytes, F.lit("oversized_value")))
+    message = (F.when(v.isNull(), F.lit("the record has no value (a tombstone)"))
+               .when(F.length(v) == 0, F.lit("the record value is empty"))
+               .when(F.length(v) > max_value_bytes,
+                     F.concat(F.lit("value of "), F.length(v).cast("string"),
+                              F.lit(f" bytes exceeds source.max_value_bytes={max_value_bytes}"))))
+    return error_class, message
+
+
 def verdict(batch_ids: list[int], unknown: Container[int], refused: dict[int, str], wire: str, fmt: str) -> Column:
     """``"<class>\\t<message>"`` for records no schema reads (``wire``: the format's name in the
     message, ``fmt``: its ``source.format`` value); null otherwise (a null or empty value is the
