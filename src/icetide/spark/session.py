@@ -132,24 +132,37 @@ def session_conf(cfg: PipelineConfig) -> dict[str, str]:
         conf["spark.sql.shuffle.partitions"] = str(max(2, (os.cpu_count() or 2) * 2))
         conf["spark.driver.memory"] = "4g"
     own: list[Path] = []
+    local = bool(cfg.spark.master and cfg.spark.master.startswith("local"))
     if cfg.spark.jars == "local":
         own = icetide_jar()
-        conf["spark.jars"] = ",".join(str(j) for j in [*local_jars(), *own, *_iceberg_jar(own)])
+        jars = [*local_jars(), *own, *_iceberg_jar(own)]
+        if local:
+            # One JVM is driver and executor: the jars go on its own class path. Through spark.jars
+            # the local executor copies every jar (~130 MB) into a fresh /tmp/spark-*/userFiles-*
+            # on each start, and a JVM that is killed (SIGKILL, OOM) never removes it: a pipeline
+            # restarted by a supervisor filled the disk. A user's class path entries follow ours.
+            conf["spark.driver.extraClassPath"] = os.pathsep.join(str(j) for j in jars)
+        else:
+            conf["spark.jars"] = ",".join(str(j) for j in jars)
     elif cfg.spark.jars == "packages":
         conf["spark.jars.packages"] = maven_packages()
         if own := icetide_jar():
             conf["spark.jars"] = ",".join(str(j) for j in [*own, *_iceberg_jar(own)])
-    if own and cfg.spark.master and cfg.spark.master.startswith("local"):
+    if own and local:
         # Local files (a local warehouse, checkpoints) without a forked `chmod` and a .crc sidecar
         # per file created: see NioLocalFileSystem.java. Only file://, only in local mode (the
         # class must be on the JVM's own classpath: spark-submit reads files before spark.jars
         # is loaded); a user's setting wins.
-        conf["spark.driver.extraClassPath"] = str(own[0])
+        if "spark.driver.extraClassPath" not in conf:
+            conf["spark.driver.extraClassPath"] = str(own[0])
         conf["spark.hadoop.fs.file.impl"] = LOCAL_FS
     conf.update(spark_catalog_conf(cfg))
     user = dict(cfg.spark.conf)
     if "spark.jars" in user and "spark.jars" in conf:  # a user's jars (a JDBC driver) join icetide's
         user["spark.jars"] = f"{conf['spark.jars']},{user['spark.jars']}"
+    if "spark.driver.extraClassPath" in user and "spark.driver.extraClassPath" in conf:
+        user["spark.driver.extraClassPath"] = os.pathsep.join(
+            [conf["spark.driver.extraClassPath"], user["spark.driver.extraClassPath"]])
     conf.update(user)
     _log_options(conf)
     return conf
