@@ -45,7 +45,7 @@ def main() -> None:
     )
 
     from icetide.config import load_config
-    from icetide.ingest import decode, one_pass, routing, shapes
+    from icetide.ingest import decode, one_pass_frames, routing, shapes
     from icetide.spark import build_session
 
     work = Path(tempfile.mkdtemp(prefix="icetide-parse-costs-"))
@@ -102,8 +102,8 @@ def main() -> None:
         targets = []
         for i in range(args.tables):
             schema = StructType([*record.fields, *([StructField(f"x{i}", StringType())] if distinct else [])])
-            targets.append(one_pass.Target(f"p.t{i:02d}", schema, StructType([*schema.fields, *meta])))
-        frame, _, _ = one_pass.frame(routed, targets, True, 1_000_000)
+            targets.append(one_pass_frames.Target(f"p.t{i:02d}", schema, StructType([*schema.fields, *meta])))
+        frame, _, _ = one_pass_frames.frame(routed, targets, True, 1_000_000)
         return lambda: noop(frame)
     steps: list[tuple[str, Callable[[], None]]] = [
         ("vanilla: from_json with the table schema", lambda: noop(base.select(F.from_json(text, record)))),

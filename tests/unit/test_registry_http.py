@@ -162,3 +162,60 @@ def test_mutual_tls_takes_the_keys_password_and_a_wrong_one_names_the_key_unshow
     assert "source.schema_registry.key_password: is the password of key_location's private key" in shown
     assert "pw-1234" not in shown
     assert "pw-abcd" not in repr(SchemaRegistry(url="https://r:8081", key_location=key, key_password="pw-abcd"))
+
+
+def _client(url: str) -> RegistryClient:
+    return RegistryClient(SchemaRegistry(url=url, max_wait_s=120), sleep=lambda s: None)
+
+
+SCHEMA = {"schema": '{"type": "string"}'}
+
+
+def test_a_404_from_a_registry_that_no_longer_serves_ids_it_gave_is_waited_out(
+        servers: list[HTTPServer]) -> None:
+    """CI (stop 48's run): Apicurio, restarted after an outage, answered 404 for a registered id
+    while it was still reading its storage; the records of that id became dead letters."""
+    from icetide.ingest.formats.registry import UnknownSchemaId
+
+    starting = {"left": 0}  # while > 0, every answer is a 404 (a registry starting up)
+
+    def answer(path: str, auth: str | None) -> tuple[int, Any]:
+        if starting["left"] > 0:
+            starting["left"] -= 1
+            return 404, {"error_code": 40403}
+        return (200, SCHEMA) if path in ("/schemas/ids/1", "/schemas/ids/2") else (404, {"error_code": 40403})
+
+    url, seen, server = serve(answer)
+    servers.append(server)
+    client = _client(url)
+    assert client.schema(1) == SCHEMA
+    starting["left"] = 2  # restarted: id 2's first answer and the witness's are 404s
+    assert client.schema(2) == SCHEMA  # 404, the witness 404 too: asked again, then served
+    assert [p for p, _ in seen].count("/schemas/ids/2") == 2, seen
+    with pytest.raises(UnknownSchemaId):  # a registry serving id 1 is believed at once
+        client.schema(3)
+    assert [p for p, _ in seen][-2:] == ["/schemas/ids/3", "/schemas/ids/1"]
+
+
+def test_a_deleted_witness_does_not_keep_a_true_404_waiting_for_ever(servers: list[HTTPServer]) -> None:
+    from icetide.ingest.formats.registry import WITNESS_404S, UnknownSchemaId
+
+    deleted = {"yes": False}
+
+    def answer(path: str, auth: str | None) -> tuple[int, Any]:
+        if path == "/schemas/ids/1" and not deleted["yes"]:
+            return 200, SCHEMA
+        return 404, {"error_code": 40403}
+
+    url, seen, server = serve(answer)
+    servers.append(server)
+    client = _client(url)
+    client.schema(1)
+    deleted["yes"] = True  # id 1 hard-deleted since
+    with pytest.raises(UnknownSchemaId):
+        client.schema(5)
+    assert [p for p, _ in seen].count("/schemas/ids/1") == 1 + WITNESS_404S
+    seen.clear()
+    with pytest.raises(UnknownSchemaId):  # the witness is given up: no more waiting
+        client.schema(6)
+    assert [p for p, _ in seen] == ["/schemas/ids/6"]

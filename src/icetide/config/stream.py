@@ -72,10 +72,10 @@ class StreamSettings(Strict):
     )
     one_pass_write: bool = Field(
         default=True,
-        description="With multi_table_write, first write the batch's JSON records for existing tables (routed, "
-        "or the one target table) in one pass over the batch (no cache), committing each table whose records show "
-        "only shapes it is known to fit; new tables, new shapes and bad records then take the usual two passes. "
-        "false: always two passes",
+        description="With multi_table_write, first write the batch's JSON or Avro records for existing tables "
+        "(routed, or the one target table) in one pass over the batch (no cache), committing each table whose "
+        "records show only shapes (Avro: schema ids learned before) it is known to fit; new tables, new shapes "
+        "and bad records then take the usual two passes. false: always two passes",
     )
     decode_in_task: bool = Field(
         default=True,

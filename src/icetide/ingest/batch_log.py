@@ -24,6 +24,7 @@ from pyspark.sql.types import (
 
 from icetide.config.base import STREAMING_TABLE_DEFAULTS, interval_seconds
 from icetide.config.models import PipelineConfig
+from icetide.config.target import TargetTable
 from icetide.lake.tables import ensure_table
 
 if TYPE_CHECKING:
@@ -200,3 +201,24 @@ class BatchLog:
             self.spark.createDataFrame(rows, BATCH_LOG_SCHEMA).writeTo(f"{self.cfg.catalog.name}.{table}").append()
         except Exception as e:  # figures are a convenience; the data is committed
             log.warning("could not append to %s: %s", table, str(e).splitlines()[0][:300])
+
+
+#: A batch's records of a table with a configured schema, all type mismatches, that make a config
+#: mistake rather than a few bad records (BatchResult.config_refused)
+SCHEMA_MISMATCH_MIN = 100
+
+
+def schema_mismatches(target: TargetTable, batch: int, written: dict[str, int],
+                      dead: dict[str | None, dict[str, int]]) -> dict[str, str]:
+    """Tables with a configured schema that no record of this batch matched: nothing written and
+    at least :data:`SCHEMA_MISMATCH_MIN` records, every one a type mismatch. That lies in the
+    schema (or in every producer), not in a stray record."""
+    out = {}
+    for table, classes in dead.items():
+        n = classes.get("type_mismatch", 0)
+        if (table and not written.get(table) and n >= SCHEMA_MISMATCH_MIN and set(classes) == {"type_mismatch"}
+                and target.policy_for(table).schema_ddl):
+            key = "target.schema" if table == target.table else "target.schema (or target.tables)"
+            out[table] = (f"{key}: no record for {table} matches it: all {n} records of batch {batch} were "
+                          "dead-lettered as type_mismatch; fix the schema (or the producers)")
+    return out

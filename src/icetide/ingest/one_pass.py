@@ -23,20 +23,16 @@ Invariant: a table is committed by exactly one of the two passes in a batch, wit
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from icetide.ingest import decode, evolution, inference, multi_write, names, routing, shapes
-from icetide.ingest.formats.json import json_columns
+from icetide.ingest import evolution, inference, multi_write, names, routing, shapes
 from icetide.ingest.ledger import Pending
+from icetide.ingest.one_pass_frames import Target, declared_frame, decoded_frame, frame, id_of_shape
 from icetide.ingest.strategies import BatchContext, Strategy
 from icetide.lake.tables import ensure_namespace
 
@@ -45,7 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-IDX = "_icetide_idx"
 #: A table must have been written within this many batches to be a target of the one pass: a
 #: target costs a table load and a write builder per batch even when no record goes to it.
 RECENT_BATCHES = 20
@@ -68,118 +63,6 @@ class Result:
     inferred: list[str] = field(default_factory=list)  # tables whose new shapes were inferred from kept values
 
 
-@dataclass(frozen=True)
-class Target:
-    table: str  # namespace.table
-    schema: StructType  # the record schema the rows are parsed against
-    full_schema: StructType  # every column of the table, in order
-
-
-def frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, max_value_bytes: int, sample: bool = False
-          ) -> tuple[DataFrame, list[int], int]:
-    """``rows`` (routed, with ``_kafka_*`` and ``value``) as the frame ``runRouted`` takes:
-    (idx, good, ts, shape, row structs), which row struct holds each target's rows, and (``sample``)
-    the column of the record values the job keeps one of per shape (else -1). Targets with the same
-    columns share a parse and a row struct (a fan-out by tenant or topic often writes many tables
-    of one schema)."""
-    app = rows.sparkSession.sparkContext.applicationId
-    key = tuple((t.table, t.schema.json(), t.full_schema.json()) for t in targets)
-    idx, parses, out, struct_of = _columns(app, key, kafka_columns, max_value_bytes)
-    shape = F.col(shapes.SHAPE) if shapes.SHAPE in rows.columns else F.lit(None).cast("long")
-    base = [F.col(c) for c in decode.KAFKA_COLUMNS] + [F.col("value"), F.col(shapes.SHAPE)]
-    # Projections in steps: each record's parse (only its own table's) is computed once, then read
-    # by its error checks and its row struct (Spark does not merge projections that would repeat it).
-    values = [F.col("value")] if sample else []
-    framed = (rows.select(*base[:-1], shape.alias(shapes.SHAPE), idx)
-              .select(*base, F.col(IDX), *parses).select(*out, *values))
-    return framed, struct_of, len(out) if sample else -1
-
-
-def decoded_frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, by_field: bool = False
-                  ) -> tuple[DataFrame, list[int], list[str], list[int]] | None:
-    """``rows`` (routed without the record checks, with ``_kafka_*`` and ``value``) as the frame
-    ``runDecoded`` takes: (idx, ts, value, Kafka columns), then each target's record type (targets
-    with the same one share a decoder), the types, and each target's layout (which record field or
-    Kafka column each table column holds). None when a table column's type is not its record
-    field's (the expression path casts; the decoder does not). ``by_field``: the decoder routes
-    each record by the routing field it reads (no table column; ``_kafka_topic`` for templates)."""
-    kafka = list(decode.KAFKA_COLUMNS) if kafka_columns else []
-    groups: dict[str, int] = {}
-    group_of: list[int] = []
-    layout: list[int] = []
-    for t in targets:
-        parsed = names.record_type(t.schema) if names.renamed(t.schema) else t.schema
-        assert isinstance(parsed, StructType)
-        group_of.append(groups.setdefault(parsed.json(), len(groups)))
-        fields = {f.name: (i, f.dataType) for i, f in enumerate(t.schema.fields)}
-        for f in t.full_schema.fields:
-            if f.name in fields:
-                i, dtype = fields[f.name]
-                if dtype != f.dataType:
-                    return None
-                layout.append(i)
-            elif f.name in kafka:
-                layout.append(-1 - (3 + kafka.index(f.name)))
-            else:
-                layout.append(multi_write.NULL)
-    app = rows.sparkSession.sparkContext.applicationId
-    extra = [F.col(c).cast("string").alias(c) if c == "_kafka_key" else F.col(c) for c in kafka]
-    if by_field:  # routed by the decoder (one record type): the frame has no table column, Spark reads no field
-        idx = F.lit(None).cast("int").alias(IDX)
-        if "_kafka_topic" not in kafka:
-            extra.append(F.col("_kafka_topic"))
-    else:
-        idx = _index(app, tuple(t.table for t in targets))
-    framed = rows.select(idx, F.unix_millis("_kafka_timestamp").alias("ts"), F.col("value"), *extra)
-    return framed, group_of, list(groups), layout
-
-
-@functools.lru_cache(maxsize=64)
-def _index(app: str, tables: tuple[str, ...]) -> Column:
-    """Each record's table as its position in ``tables`` (null: none of them), built once."""
-    table = F.col(routing.TABLE)
-    expr: Column | None = None
-    for i, name in enumerate(tables):
-        expr = F.when(table == F.lit(name), F.lit(i)) if expr is None else expr.when(table == F.lit(name), F.lit(i))
-    assert expr is not None
-    return expr.cast("int").alias(IDX)
-
-
-@functools.lru_cache(maxsize=64)
-def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: bool, max_value_bytes: int
-             ) -> tuple[Column, list[Column], list[Column], list[int]]:
-    """(table index, parses, output columns, row struct per target) for one list of targets, built
-    once (hundreds of JVM calls). ``app`` is part of the key: columns are JVM objects of one
-    application."""
-    idx = F.col(IDX)
-    groups: dict[tuple[str, str], list[int]] = {}
-    for i, (_, schema_json, full_json) in enumerate(key):
-        groups.setdefault((schema_json, full_json), []).append(i)
-    struct_of = [0] * len(key)
-    parses: list[Column] = []
-    good: Column | None = None
-    structs: list[Column] = []
-    for g, ((schema_json, full_json), members) in enumerate(groups.items()):
-        for i in members:
-            struct_of[i] = g
-        mine = idx.isNotNull() if len(groups) == 1 else idx.isin(members)
-        name = f"_icetide_p{g}"
-        schema = StructType.fromJson(json.loads(schema_json))
-        full = StructType.fromJson(json.loads(full_json))
-        parsed, error_class, _ = json_columns(app, schema_json, max_value_bytes, name)
-        parses.append(F.when(mine, parsed).alias(name))
-        ok = error_class.isNull()
-        good = F.when(mine, ok) if good is None else good.when(mine, ok)
-        cols = decode.good_columns(schema, kafka_columns, name)
-        row = F.struct(*[(cols[f.name] if f.name in cols else F.lit(None).cast(f.dataType)).alias(f.name)
-                         for f in full.fields])
-        structs.append(F.when(mine, row).alias(f"_icetide_r{g}"))
-    assert good is not None
-    out = [idx, good.alias("good"), F.unix_millis("_kafka_timestamp").alias("ts"),
-           F.col(shapes.SHAPE).cast("long").alias("shape"), *structs]
-    return _index(app, tuple(name for name, _, _ in key)), parses, out, struct_of
-
-
 class OnePass(Strategy):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -187,14 +70,19 @@ class OnePass(Strategy):
         #: usual path until the schema changes (a table with refused fields would waste a pass a batch)
         self._unsettled: dict[str, str] = {}
         self._drifted = -SAMPLE_BATCHES - 1  # the last batch in which a table met shapes it was not known to fit
+        #: declared formats: table → (schema JSON, batch) when it met a learned id that does not settle
+        self._refusing: dict[str, tuple[str, int]] = {}
 
     def write(self, rows: DataFrame, ctx: BatchContext, plain: DataFrame | None = None) -> Result | None:
         """Write the records of recently written tables in one pass; None when no table qualifies.
         ``plain``: the batch routed without the record checks, for a pass that decodes each value
         in the write task (the checks are the decoder's); else ``rows`` is parsed with expressions."""
         cfg, t, pre = self.cfg, self.cfg.target, self.preparer
-        if (t.evolve_schema and shapes.SHAPE not in rows.columns) or not pre.formats.json_only:
-            return None  # the one pass parses JSON only
+        declared = pre.formats.declared_one_pass  # Avro: typed by the registry, each id a shape
+        if declared and shapes.SHAPE not in rows.columns:
+            return None
+        if not declared and ((t.evolve_schema and shapes.SHAPE not in rows.columns) or not pre.formats.json_only):
+            return None  # the one pass parses JSON and Avro
         created = self._create_configured()
         never = ctx.batch_id - RECENT_BATCHES - 1
 
@@ -202,11 +90,16 @@ class OnePass(Strategy):
             r = self.ledger.recent(self.q(table))
             return never if r is None else r
 
+        def may_fit(x: str) -> bool:
+            if declared:  # met an id that does not settle lately, the schema unchanged since: the usual path
+                schema, when = self._refusing.get(x, ("", never))
+                return schema != pre.schema(x).json() or ctx.batch_id - when > RECENT_BATCHES
+            return (not t.evolve_schema or pre.shapes.knows(x, pre.schema(x))
+                    or (shapes.settles(pre.schema(x)) and self._unsettled.get(x) != pre.schema(x).json()))
+
         candidates = [x for x in sorted(pre.known_tables())
                       if (t.route is None or ctx.batch_id - last(x) <= RECENT_BATCHES)
-                      and t.policy_for(x).cdc is None
-                      and (not t.evolve_schema or pre.shapes.knows(x, pre.schema(x))
-                           or (shapes.settles(pre.schema(x)) and self._unsettled.get(x) != pre.schema(x).json()))]
+                      and t.policy_for(x).cdc is None and may_fit(x)]
         if not candidates:
             return None
         if len(candidates) > MAX_TARGETS:
@@ -232,13 +125,17 @@ class OnePass(Strategy):
         # record values ride along, one kept per shape: a shape a table is not known to fit is settled
         # from them, with no second read of the batch. A stream whose shapes have settled does not pay
         # for the copy; a new shape then takes the usual path once, and the next batches sample again.
-        sample = t.evolve_schema and (ctx.batch_id <= self._drifted + SAMPLE_BATCHES
-                                      or any(not pre.shapes.knows(x, pre.schema(x)) for x in order))
+        sample = not declared and t.evolve_schema and (ctx.batch_id <= self._drifted + SAMPLE_BATCHES or any(
+            not pre.shapes.knows(x, pre.schema(x)) for x in order))
         src = cfg.source
         by_field = t.route is not None and t.route.by == "field" and len({x.schema.json() for x in targets}) == 1
         decoded = (decoded_frame(plain, targets, t.kafka_metadata_columns, by_field)
                    if plain is not None and cfg.stream.decode_in_task else None)
-        if decoded is None:
+        if declared:
+            framed, struct_of = declared_frame(rows, targets, pre.formats, t.kafka_metadata_columns,
+                                               src.max_value_bytes)
+            sample_column = -1
+        elif decoded is None:
             framed, struct_of, sample_column = frame(rows, targets, t.kafka_metadata_columns,
                                                      src.max_value_bytes, sample)
         else:
@@ -271,8 +168,11 @@ class OnePass(Strategy):
         result = Result(rest=job.unrouted() > 0, created=created)
         ready: list[str] = []
         written = {x: job.written(x) for x in order}
-        unsure = [x for x in order if t.evolve_schema and written[x].good + written[x].bad > 0
-                  and not pre.shapes.covers(x, pre.schema(x), job.shapes(x))]
+        if declared:
+            unsure = [x for x in order if written[x].good + written[x].bad > 0 and not self._ids_settle(x, job, ctx)]
+        else:
+            unsure = [x for x in order if t.evolve_schema and written[x].good + written[x].bad > 0
+                      and not pre.shapes.covers(x, pre.schema(x), job.shapes(x))]
         settled = self._fits(unsure, job) if sample and unsure else set()
         if settled:
             result.inferred = sorted(settled)
@@ -310,6 +210,21 @@ class OnePass(Strategy):
                 result.rest = True
         ctx.lap("one_pass_commit")
         return result
+
+    def _ids_settle(self, table: str, job: multi_write.MultiTableWrite, ctx: BatchContext) -> bool:
+        """Whether every schema id ``table``'s records carried settles in it as it is
+        (:meth:`Preparer.settles`). A table that met an id not learned yet is left to the usual path,
+        which learns it (and evolves the table); one that met a learned id that does not settle
+        (a field a policy refuses, a type that conflicts) is left to it for the next batches too."""
+        seen = job.shapes(table)
+        if seen is None:  # more ids than a task lists
+            return False
+        ids = {id_of_shape(s) for s in seen}
+        pre = self.preparer
+        if all(pre.settles(table, i) for i in ids if pre.formats.learned(i)):
+            return all(pre.formats.learned(i) for i in ids)  # an id not learned yet: no memo, it may settle
+        self._refusing[table] = (pre.schema(table).json(), ctx.batch_id)
+        return False
 
     def _create_configured(self) -> list[str]:
         """The one target table, created from ``target.schema`` when it does not exist yet (a

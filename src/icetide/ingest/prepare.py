@@ -85,6 +85,7 @@ class Preparer:
         #: The batch's Avro schema ids per table (what declares the tables' types).
         self.batch_ids: dict[str, list[int]] = {}
         self.declared: dict[str, StructType] = {}  # this batch's tables typed by their format (Avro)
+        self._settles: dict[tuple[str, int], tuple[StructType, bool]] = {}  # (table, id) → (schema, answer)
 
     def q(self, table: str) -> str:
         return f"{self.catalog}.{table}"
@@ -131,6 +132,27 @@ class Preparer:
             return None
         return {str(k): v for k, v in raw.items()}
 
+    def settles(self, table: str, sid: int) -> bool:
+        """Whether the records of schema id ``sid`` (learned already) go into ``table`` as it is, as
+        the usual path would write them: the id's declared type fits the table's columns and adds,
+        widens and refuses nothing. The one pass of a registry format commits a table only when every
+        id it met settles (:class:`icetide.ingest.one_pass.OnePass`)."""
+        schema = self.schema(table)
+        hit = self._settles.get((table, sid))
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        t = self.cfg.target
+        seen = self.formats.declared([sid], None)
+        ok = seen is not None and avro_types.fit(schema, seen).ok
+        if ok and seen is not None and t.evolve_schema:
+            if t.field_names == "sanitize":
+                seen = cast(StructType, names.sanitized_type(seen))
+            evo = evolution.diff(schema, seen, t.max_columns)
+            _declared_widenings(evo, schema, seen)
+            ok = not evo and not evo.rejected
+        self._settles[(table, sid)] = (schema, ok)
+        return ok
+
     def full_schema(self, table: str) -> StructType:
         self.schema(table)
         return self._full_schemas[table]
@@ -141,6 +163,21 @@ class Preparer:
         if not self.cfg.target.evolve_schema:
             return None
         return self.formats.shape(columns)
+
+    def routed(self, rows: DataFrame) -> DataFrame:
+        """The batch's records with their checks (one read of each value), their table or route error
+        (:func:`routing.with_route`) and their shape: what the one pass and the usual path read."""
+        cfg, formats = self.cfg, self.formats
+        route = cfg.target.route
+        rows = formats.with_scan(self.spark, formats.with_keys(rows))
+        rows = routing.with_route(rows, cfg.target, self.reserved, cfg.source.max_value_bytes,
+                                  formats.verdict(self.spark, rows.columns),
+                                  formats.route_value(route, routing.raw_value(route)) if route else None)
+        rows = formats.keys_as_text(rows)
+        shape = self.shape_column(rows.columns)
+        if shape is not None:  # taken with the checks, kept in the cache (8 bytes a record)
+            rows = rows.withColumn(shapes.SHAPE, shape)
+        return formats.without_scans(rows)
 
     def admit(self, rows: DataFrame) -> tuple[routing.Admission, int, bool]:
         """Admitted tables of the batch, the number of routing errors, and whether tables were cut off."""

@@ -251,3 +251,21 @@ def admit(routes: list[str], existing: set[str], target: TargetTable, reserved: 
             out.rejected[t] = ("table_limit", f"target.route.max_tables={route.max_tables} reached: table {t} "
                                "was not created; raise the limit and replay the dead letters")
     return out
+
+
+def flags(route: RouteSettings | None, admitted: list[str], rejected: dict[str, tuple[str, str]]
+          ) -> tuple[Column, Column]:
+    """Dead-letter class and message of records whose table was not admitted or could not be made
+    (``rejected``: table → (class, message)), else the route's own error."""
+    table_col = F.col(TABLE)
+    route_error, route_message = F.col(ROUTE_ERROR), F.col(ROUTE_MESSAGE)
+    for t, (cls, msg) in sorted(rejected.items()):
+        route_error = F.when(table_col == F.lit(t), F.lit(cls)).otherwise(route_error)
+        route_message = F.when(table_col == F.lit(t), F.lit(msg)).otherwise(route_message)
+    if route is not None:
+        unlisted = table_col.isNotNull() & ~table_col.isin(admitted) & ~table_col.isin(sorted(rejected))
+        limit_msg = (f"target.route.max_tables={route.max_tables} reached: the table was not "
+                     "created; raise the limit and replay the dead letters")
+        route_error = F.when(unlisted, F.lit("table_limit")).otherwise(route_error)
+        route_message = F.when(unlisted, F.lit(limit_msg)).otherwise(route_message)
+    return route_error, route_message

@@ -38,9 +38,11 @@ from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
 from icetide.errors import BATCH_MARKER, BatchFailedError, DataLossError, FencedError, IcetideError, is_fenced
 from icetide.ingest import decode, evolution, multi_write, one_pass, recreated, routing, shapes, source
-from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters
+from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters, schema_mismatches
+from icetide.ingest.formats import ID
 from icetide.ingest.ledger import Ledger
 from icetide.ingest.one_pass import OnePass
+from icetide.ingest.one_pass_frames import shape_of_id
 from icetide.ingest.prepare import CONFIG_ROOTED, Preparer
 from icetide.ingest.strategies import BatchContext, BatchState, MultiTable, PerTable
 from icetide.lake import checkpoint
@@ -49,14 +51,11 @@ from icetide.lake.tables import ensure_table
 from icetide.secrets import error_line
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 #: What Spark's Kafka reader says when failOnDataLoss is on and an offset is gone.
 SPARK_DATA_LOSS = "Some data may have been lost"
-#: A batch's records of a table with a configured schema, all type mismatches, that make a config
-#: mistake rather than a few bad records (BatchResult.config_refused)
-SCHEMA_MISMATCH_MIN = 100
 #: A batch's dead letters: target table (None: no table) → error class → records
 DeadByTable = dict[str | None, dict[str, int]]
 T = TypeVar("T")
@@ -186,6 +185,11 @@ class BatchWriter:
         if tasks is not None:  # fewer, larger files: the Kafka read and every write run in ``tasks`` tasks
             rows = rows.coalesce(tasks)
         formats, raw = self.preparer.formats, None
+        ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
+        done = self._declared_one_pass(rows, ctx)  # Avro: before the batch's ids are listed
+        if done is not None and not done.rest:
+            return self._one_pass_result(batch_id, done, started, ctx)
+        tried = done is not None
         waited = 0.0
         if formats.clients():  # the raw batch is cached first: the schema ids come from it
             raw = formats.with_ids(rows).persist(StorageLevel.MEMORY_AND_DISK_DESER)
@@ -197,29 +201,16 @@ class BatchWriter:
                 raise
             waited, rows = formats.registry_waited_s() - waited, raw
             self.counters.registry_wait_s += waited
-        route = cfg.target.route
         plain = None  # JSON: the one pass reads each value once in its write task, checks and shape included
         if formats.json_only and cfg.stream.one_pass_write and cfg.stream.decode_in_task:
             plain = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes)
-        rows = formats.with_scan(self.spark, formats.with_keys(rows))  # JSON: checks and shape, one read
-        rows = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes,
-                                  formats.verdict(self.spark, rows.columns),
-                                  formats.route_value(route, routing.raw_value(route)) if route else None)
-        rows = formats.keys_as_text(rows)
-        shape = self.preparer.shape_column(rows.columns)
-        if shape is not None:  # taken with the checks, kept in the cache (8 bytes a record)
-            rows = rows.withColumn(shapes.SHAPE, shape)
-        rows = formats.without_scans(rows)
-        ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
+        rows = self.preparer.routed(rows)  # JSON: checks and shape, one read
         if waited:  # seconds this batch waited for the schema registry (an outage, see formats/registry.py)
             ctx.lap.timings["registry_wait"] = round(waited, 3)
-        done = None
-        if cfg.stream.one_pass_write and self._multi_table_write():
+        if not tried and cfg.stream.one_pass_write and self._multi_table_write():
             done = self.one_pass.write(rows, ctx, plain)
         if done is not None and not done.rest:
-            return BatchResult(batch_id, sum(done.committed.values()), done.committed, 0, [],
-                               time.monotonic() - started, max(done.ts_max) if done.ts_max else None,
-                               created=done.created, timings=ctx.lap.timings, inferred=done.inferred)
+            return self._one_pass_result(batch_id, done, started, ctx)
         if raw is None:
             if cfg.target.route is not None:
                 # Clustered by table, each table's scan of the cache skips the column batches of the
@@ -233,6 +224,23 @@ class BatchWriter:
             return self._process_cached(rows, ctx, started, done)
         finally:
             (raw if raw is not None else rows).unpersist()
+
+    def _declared_one_pass(self, rows: DataFrame, ctx: BatchContext) -> one_pass.Result | None:
+        """Avro once schema ids are learned: the one pass straight over the Kafka batch, before the
+        batch is cached and its ids listed (a table that meets an id not learned yet is left to the
+        usual path, which learns it); None when it does not apply."""
+        formats = self.preparer.formats
+        if not (formats.declared_one_pass and self.cfg.stream.one_pass_write and self._multi_table_write()
+                and formats.expect_known()):
+            return None
+        routed = self.preparer.routed(formats.with_ids(rows))
+        return self.one_pass.write(routed.withColumn(shapes.SHAPE, shape_of_id(F.col(ID))), ctx)
+
+    def _one_pass_result(self, batch_id: int, done: one_pass.Result, started: float, ctx: BatchContext
+                         ) -> BatchResult:
+        return BatchResult(batch_id, sum(done.committed.values()), done.committed, 0, [],
+                           time.monotonic() - started, max(done.ts_max) if done.ts_max else None,
+                           created=done.created, timings=ctx.lap.timings, inferred=done.inferred)
 
     def _process_cached(self, batch: DataFrame, ctx: BatchContext, started: float,
                         done: one_pass.Result | None) -> BatchResult:
@@ -250,7 +258,7 @@ class BatchWriter:
         prepared = self.preparer.prepare(rows, admission.accepted)
         lap("prepare")
         rejected = {**dict(admission.rejected), **prepared.refused}
-        flags = self._route_flags([p.table for p in prepared.plans], rejected)
+        flags = routing.flags(cfg.target.route, [p.table for p in prepared.plans], rejected)
 
         state = BatchState()
         alone = prepared.plans
@@ -265,9 +273,11 @@ class BatchWriter:
         if done is not None:
             state.written.update(done.committed)
             state.ts_max.extend(done.ts_max)
-            for x in done.with_bad:
-                parsed = decode.parse(batch.where(table_col == F.lit(x)), self.preparer.formats.parse_columns(
-                    self.spark, self.preparer.schema(x), cfg.source.max_value_bytes))
+            formats = self.preparer.formats
+            for x in done.with_bad:  # Avro: decoded first (with_decoded), as every parse of it
+                parsed = formats.without_decoded(decode.parse(
+                    formats.with_decoded(batch.where(table_col == F.lit(x))),
+                    formats.parse_columns(self.spark, self.preparer.schema(x), cfg.source.max_value_bytes)))
                 state.bad.append(decode.dead_letter_rows(parsed.where(~decode.is_good()), cfg.name, F.lit(x)))
         if route_errors > 0 or rejected or overflow:
             route_error, route_message = flags
@@ -297,24 +307,8 @@ class BatchWriter:
                              state.tombstones)
         result.config_refused = {t: msg for t, (cls, msg) in prepared.refused.items()
                                  if cls == "table_policy" and CONFIG_ROOTED.match(msg)}
-        result.config_refused.update(self._schema_mismatches(ctx.batch_id, state.written, by_table))
+        result.config_refused.update(schema_mismatches(cfg.target, ctx.batch_id, state.written, by_table))
         return result
-
-    def _route_flags(self, admitted: list[str], rejected: dict[str, tuple[str, str]]) -> tuple[Column, Column]:
-        """Dead-letter class and message of records whose table was not admitted or could not be made."""
-        table_col = F.col(routing.TABLE)
-        route_error, route_message = F.col(routing.ROUTE_ERROR), F.col(routing.ROUTE_MESSAGE)
-        for t, (cls, msg) in sorted(rejected.items()):
-            route_error = F.when(table_col == F.lit(t), F.lit(cls)).otherwise(route_error)
-            route_message = F.when(table_col == F.lit(t), F.lit(msg)).otherwise(route_message)
-        route = self.cfg.target.route
-        if route is not None:
-            unlisted = table_col.isNotNull() & ~table_col.isin(admitted) & ~table_col.isin(sorted(rejected))
-            limit_msg = (f"target.route.max_tables={route.max_tables} reached: the table was not "
-                         "created; raise the limit and replay the dead letters")
-            route_error = F.when(unlisted, F.lit("table_limit")).otherwise(route_error)
-            route_message = F.when(unlisted, F.lit(limit_msg)).otherwise(route_message)
-        return route_error, route_message
 
     def _multi_table_write(self) -> bool:
         """Whether routed appends share one Spark job (config, and icetide's JVM classes present)."""
@@ -349,20 +343,6 @@ class BatchWriter:
         n = self.ledger.commit(self.dead_letter_table, allrows.where(~F.col("_tomb")).drop("_tomb"), lambda d: d,
                                ctx.batch_id, ctx.ranges, ctx.since_ms)
         return None if n is None else (n, by_table)
-
-    def _schema_mismatches(self, batch: int, written: dict[str, int], dead: DeadByTable) -> dict[str, str]:
-        """Tables with a configured schema that no record of this batch matched: nothing written and
-        at least :data:`SCHEMA_MISMATCH_MIN` records, every one a type mismatch. That lies in the
-        schema (or in every producer), not in a stray record."""
-        out = {}
-        for table, classes in dead.items():
-            n = classes.get("type_mismatch", 0)
-            if (table and not written.get(table) and n >= SCHEMA_MISMATCH_MIN and set(classes) == {"type_mismatch"}
-                    and self.cfg.target.policy_for(table).schema_ddl):
-                key = "target.schema" if table == self.cfg.target.table else "target.schema (or target.tables)"
-                out[table] = (f"{key}: no record for {table} matches it: all {n} records of batch {batch} were "
-                              "dead-lettered as type_mismatch; fix the schema (or the producers)")
-        return out
 
     def _ensure_dead_letter_table(self) -> None:
         if self._dead_letters_ready:

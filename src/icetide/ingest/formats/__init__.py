@@ -73,6 +73,23 @@ class Formats:
         """Every value and key is plain JSON text (what icetide's one-pass decoders read)."""
         return set(self.values) == {"json"} and self.avro is None
 
+    @property
+    def declared_one_pass(self) -> bool:
+        """Every value is Avro and keys are not (what the one pass of a declaring format reads:
+        :meth:`expect_known`, :mod:`icetide.ingest.one_pass`)."""
+        return set(self.values) == {AvroFormat.name} and not self.avro_keys
+
+    def expect_known(self) -> bool:
+        """Build the next columns for every schema id learned so far, before the batch's own ids are
+        listed (:meth:`resolve` replaces them): a record of an id not learned yet gets no row and
+        keeps its id as its shape, so the one pass leaves its table to the usual path. False when no
+        id is learned yet."""
+        return self.avro is not None and self.avro.expect_known()
+
+    def learned(self, sid: int) -> bool:
+        """Whether schema id ``sid`` was learned and decodes (not refused, not unknown to the registry)."""
+        return self.avro is not None and sid in self.avro.decodings
+
     def clients(self) -> list[RegistryClient]:
         """The schema-registry clients of the formats (values and Avro keys); empty: no registry, so a
         batch has no schema ids to list first."""

@@ -154,6 +154,12 @@ class AvroFormat(ValueFormat):
             self.decodings.update({member_id(sid, k): d for k, d in enumerate(got)})
         self.batch_ids = [*ids, *(member_id(s, k) for s in ids for k in range(self.unions.get(s, 0)))]
 
+    def expect_known(self) -> bool:
+        """Take every id learned so far (decoded, refused, unknown to the registry, union members) as
+        the batch's, for columns built before the batch's ids are listed; False when none is."""
+        self.batch_ids = sorted({*self.decodings, *self.unions, *self.refused, *self.unknown})
+        return bool(self.decodings)
+
     def with_scan(self, spark: SparkSession, rows: DataFrame, mine: Column | None) -> DataFrame:
         """A record of a top-level union of records takes its member's id (:func:`member_id`, from
         the member's index, the payload's first byte), so each member is typed, routed and decoded

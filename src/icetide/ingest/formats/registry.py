@@ -46,6 +46,11 @@ class RegistryUnavailable(TransientError):
     """The registry did not answer within ``schema_registry.max_wait_s``."""
 
 
+#: A schema id the registry served before and then answers 404 for this many times is taken as
+#: deleted (hard delete), no longer as a sign that the registry is not serving its data
+WITNESS_404S = 8
+
+
 class RegistryClient:
     def __init__(self, cfg: SchemaRegistry, sleep: Callable[[float], None] = time.sleep) -> None:
         self.cfg = cfg
@@ -58,6 +63,9 @@ class RegistryClient:
         self.outage_since: float | None = None
         #: called once when an outage begins, with what failed (the runner raises an alert)
         self.on_outage: Callable[[str], None] | None = None
+        #: ids served before that the registry answered 404 for since (how often), and those given up
+        self._witness_404s: dict[int, int] = {}
+        self._gone: set[int] = set()
 
     # -- requests ---------------------------------------------------------------------------------
     def _get_once(self, path: str) -> Any:
@@ -116,13 +124,54 @@ class RegistryClient:
 
     # -- the API --------------------------------------------------------------------------------
     def schema(self, schema_id: int) -> dict[str, Any]:
-        """``{"schema": text, "schemaType": ..., "references": [...]}`` of a schema id, cached."""
-        if schema_id not in self._schemas:
+        """``{"schema": text, "schemaType": ..., "references": [...]}`` of a schema id, cached.
+
+        A 404 is believed only from a registry that still serves the ids it gave this client before
+        (:meth:`_serves_its_ids`): one starting up (Apicurio answers before its storage is read), or
+        restored from an old backup, would otherwise make every record of a new id a dead letter.
+        Such a 404 is waited out as an outage, up to ``max_wait_s``; then it is believed."""
+        if schema_id in self._schemas:
+            return self._schemas[schema_id]
+        started, delay = time.monotonic(), 0.5
+        while True:
             try:
                 self._schemas[schema_id] = self.get(f"/schemas/ids/{int(schema_id)}")
+                return self._schemas[schema_id]
             except KeyError:
-                raise UnknownSchemaId(schema_id) from None
-        return self._schemas[schema_id]
+                if self._serves_its_ids():
+                    raise UnknownSchemaId(schema_id) from None
+            waited = time.monotonic() - started
+            if waited + delay > self.cfg.max_wait_s:
+                log.warning("schema registry %s: believing its 404 for schema id %s after %.0f s, although it "
+                            "does not serve schema ids it gave before either", self._http.shown, schema_id, waited)
+                raise UnknownSchemaId(schema_id)
+            log.warning("schema registry %s answers 404 for schema id %s but also for ids it served before: "
+                        "not serving its data yet (starting?); asking again in %.1f s (records wait)",
+                        self._http.shown, schema_id, delay)
+            self._sleep(delay)
+            self.waited_s += delay
+            delay = min(delay * 2, 15.0)
+
+    def _serves_its_ids(self) -> bool:
+        """Whether the registry answers a schema id it answered this client before (the first learned,
+        then the next while one turns out deleted); True when there is none to ask."""
+        for witness in list(self._schemas):
+            if witness in self._gone:
+                continue
+            try:
+                self._get_once(f"/schemas/ids/{int(witness)}")
+                return True
+            except urllib.error.HTTPError as e:
+                if e.code != 404:
+                    return False  # not answering properly (5xx, refused access): not a 404 to believe
+                self._witness_404s[witness] = self._witness_404s.get(witness, 0) + 1
+                if self._witness_404s[witness] >= WITNESS_404S:  # deleted for good: ask another one
+                    self._gone.add(witness)
+                    continue
+                return False
+            except (OSError, ValueError):
+                return False
+        return True
 
     def version(self, subject: str, version: int) -> dict[str, Any]:
         """One registered version of a subject (``schema``, ``schemaType``, ``references``: what a schema

@@ -1,0 +1,198 @@
+"""The frames the one pass hands to ``MultiTableWrite`` (:mod:`icetide.ingest.one_pass`): each
+record's table index, whether it is good, its timestamp, its shape and its row per target.
+
+Three builders, one per way a record is read: :func:`frame` parses JSON with Spark's expressions,
+:func:`decoded_frame` leaves the JSON value to the write task's decoder (the checks and the shape
+come from the same token stream), and :func:`declared_frame` decodes registry formats (Avro) with
+the format's own parse, each record once, its shape being its schema id.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from icetide.ingest import decode, multi_write, names, routing, shapes
+from icetide.ingest.formats.json import json_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from icetide.ingest.formats import Formats, ValueFormat
+
+IDX = "_icetide_idx"
+
+
+@dataclass(frozen=True)
+class Target:
+    table: str  # namespace.table
+    schema: StructType  # the record schema the rows are parsed against
+    full_schema: StructType  # every column of the table, in order
+
+
+def frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, max_value_bytes: int, sample: bool = False
+          ) -> tuple[DataFrame, list[int], int]:
+    """``rows`` (routed, with ``_kafka_*`` and ``value``) as the frame ``runRouted`` takes:
+    (idx, good, ts, shape, row structs), which row struct holds each target's rows, and (``sample``)
+    the column of the record values the job keeps one of per shape (else -1). Targets with the same
+    columns share a parse and a row struct (a fan-out by tenant or topic often writes many tables
+    of one schema)."""
+    app = rows.sparkSession.sparkContext.applicationId
+    key = tuple((t.table, t.schema.json(), t.full_schema.json()) for t in targets)
+    idx, parses, out, struct_of = _columns(app, key, kafka_columns, max_value_bytes)
+    shape = F.col(shapes.SHAPE) if shapes.SHAPE in rows.columns else F.lit(None).cast("long")
+    base = [F.col(c) for c in decode.KAFKA_COLUMNS] + [F.col("value"), F.col(shapes.SHAPE)]
+    # Projections in steps: each record's parse (only its own table's) is computed once, then read
+    # by its error checks and its row struct (Spark does not merge projections that would repeat it).
+    values = [F.col("value")] if sample else []
+    framed = (rows.select(*base[:-1], shape.alias(shapes.SHAPE), idx)
+              .select(*base, F.col(IDX), *parses).select(*out, *values))
+    return framed, struct_of, len(out) if sample else -1
+
+
+def decoded_frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, by_field: bool = False
+                  ) -> tuple[DataFrame, list[int], list[str], list[int]] | None:
+    """``rows`` (routed without the record checks, with ``_kafka_*`` and ``value``) as the frame
+    ``runDecoded`` takes: (idx, ts, value, Kafka columns), then each target's record type (targets
+    with the same one share a decoder), the types, and each target's layout (which record field or
+    Kafka column each table column holds). None when a table column's type is not its record
+    field's (the expression path casts; the decoder does not). ``by_field``: the decoder routes
+    each record by the routing field it reads (no table column; ``_kafka_topic`` for templates)."""
+    kafka = list(decode.KAFKA_COLUMNS) if kafka_columns else []
+    groups: dict[str, int] = {}
+    group_of: list[int] = []
+    layout: list[int] = []
+    for t in targets:
+        parsed = names.record_type(t.schema) if names.renamed(t.schema) else t.schema
+        assert isinstance(parsed, StructType)
+        group_of.append(groups.setdefault(parsed.json(), len(groups)))
+        fields = {f.name: (i, f.dataType) for i, f in enumerate(t.schema.fields)}
+        for f in t.full_schema.fields:
+            if f.name in fields:
+                i, dtype = fields[f.name]
+                if dtype != f.dataType:
+                    return None
+                layout.append(i)
+            elif f.name in kafka:
+                layout.append(-1 - (3 + kafka.index(f.name)))
+            else:
+                layout.append(multi_write.NULL)
+    app = rows.sparkSession.sparkContext.applicationId
+    extra = [F.col(c).cast("string").alias(c) if c == "_kafka_key" else F.col(c) for c in kafka]
+    if by_field:  # routed by the decoder (one record type): the frame has no table column, Spark reads no field
+        idx = F.lit(None).cast("int").alias(IDX)
+        if "_kafka_topic" not in kafka:
+            extra.append(F.col("_kafka_topic"))
+    else:
+        idx = _index(app, tuple(t.table for t in targets))
+    framed = rows.select(idx, F.unix_millis("_kafka_timestamp").alias("ts"), F.col("value"), *extra)
+    return framed, group_of, list(groups), layout
+
+
+@functools.lru_cache(maxsize=64)
+def _index(app: str, tables: tuple[str, ...]) -> Column:
+    """Each record's table as its position in ``tables`` (null: none of them), built once."""
+    table = F.col(routing.TABLE)
+    expr: Column | None = None
+    for i, name in enumerate(tables):
+        expr = F.when(table == F.lit(name), F.lit(i)) if expr is None else expr.when(table == F.lit(name), F.lit(i))
+    assert expr is not None
+    return expr.cast("int").alias(IDX)
+
+
+@functools.lru_cache(maxsize=64)
+def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: bool, max_value_bytes: int
+             ) -> tuple[Column, list[Column], list[Column], list[int]]:
+    """(table index, parses, output columns, row struct per target) for one list of targets, built
+    once (hundreds of JVM calls). ``app`` is part of the key: columns are JVM objects of one
+    application."""
+    idx = F.col(IDX)
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, (_, schema_json, full_json) in enumerate(key):
+        groups.setdefault((schema_json, full_json), []).append(i)
+    struct_of = [0] * len(key)
+    parses: list[Column] = []
+    good: Column | None = None
+    structs: list[Column] = []
+    for g, ((schema_json, full_json), members) in enumerate(groups.items()):
+        for i in members:
+            struct_of[i] = g
+        mine = idx.isNotNull() if len(groups) == 1 else idx.isin(members)
+        name = f"_icetide_p{g}"
+        schema = StructType.fromJson(json.loads(schema_json))
+        full = StructType.fromJson(json.loads(full_json))
+        parsed, error_class, _ = json_columns(app, schema_json, max_value_bytes, name)
+        parses.append(F.when(mine, parsed).alias(name))
+        ok = error_class.isNull()
+        good = F.when(mine, ok) if good is None else good.when(mine, ok)
+        cols = decode.good_columns(schema, kafka_columns, name)
+        row = F.struct(*[(cols[f.name] if f.name in cols else F.lit(None).cast(f.dataType)).alias(f.name)
+                         for f in full.fields])
+        structs.append(F.when(mine, row).alias(f"_icetide_r{g}"))
+    assert good is not None
+    out = [idx, good.alias("good"), F.unix_millis("_kafka_timestamp").alias("ts"),
+           F.col(shapes.SHAPE).cast("long").alias("shape"), *structs]
+    return _index(app, tuple(name for name, _, _ in key)), parses, out, struct_of
+
+
+def shape_of_id(sid: Column) -> Column:
+    """A record's schema id as its shape in the one pass: ``2·id + 1``, never
+    :data:`~icetide.ingest.shapes.UNKNOWN` (0, which the write task does not count); union members'
+    negative ids map to negative odd shapes."""
+    return sid.cast("long") * F.lit(2) + F.lit(1)
+
+
+def id_of_shape(shape: int) -> int:
+    """The schema id :func:`shape_of_id` made ``shape`` from."""
+    return (shape - 1) // 2
+
+
+def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | ValueFormat, kafka_columns: bool,
+                   max_value_bytes: int) -> tuple[DataFrame, list[int]]:
+    """``rows`` (routed, with ``_kafka_*``, ``value``, the schema id and :data:`shapes.SHAPE`) as the
+    frame ``runRouted`` takes, for a format that declares its types (Avro): each record decoded once
+    (:meth:`Formats.with_decoded`, one column per schema id) and projected onto its table's columns
+    by the format's own parse, the one the usual path runs, so a record is good or bad, and its
+    row, the same in both passes. Returns the frame and which row struct holds each target's rows
+    (targets with the same columns share one)."""
+    from icetide.ingest.formats.wire import ID
+
+    spark = rows.sparkSession
+    idx = _index(spark.sparkContext.applicationId, tuple(t.table for t in targets))
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, t in enumerate(targets):
+        groups.setdefault((t.schema.json(), t.full_schema.json()), []).append(i)
+    struct_of = [0] * len(targets)
+    base = [F.col(c) for c in (*decode.KAFKA_COLUMNS, "value", ID, shapes.SHAPE)]
+    parses: list[Column] = []
+    structs: list[Column] = []
+    good: Column | None = None
+    at = F.col(IDX)
+    for g, ((schema_json, full_json), members) in enumerate(groups.items()):
+        for i in members:
+            struct_of[i] = g
+        mine = at.isNotNull() if len(groups) == 1 else at.isin(members)
+        name = f"_icetide_p{g}"
+        schema = StructType.fromJson(json.loads(schema_json))
+        full = StructType.fromJson(json.loads(full_json))
+        parsed = formats.parse_columns(spark, schema, max_value_bytes, name)
+        parses.append(F.when(mine, parsed.struct).alias(name))
+        ok = parsed.error_class.isNull()
+        good = F.when(mine, ok) if good is None else good.when(mine, ok)
+        cols = decode.good_columns(schema, kafka_columns, name)
+        row = F.struct(*[(cols[f.name] if f.name in cols else F.lit(None).cast(f.dataType)).alias(f.name)
+                         for f in full.fields])
+        structs.append(F.when(mine, row).alias(f"_icetide_r{g}"))
+    assert good is not None
+    # In steps, as frame(): each record's decode (its schema id's column) is computed once, then read
+    # by its table's parse, whose struct is read by the checks and the row.
+    decoded = formats.with_decoded(rows.select(*base, idx))
+    out = [at, good.alias("good"), F.unix_millis("_kafka_timestamp").alias("ts"),
+           F.col(shapes.SHAPE).cast("long").alias("shape"), *structs]
+    return decoded.select(*base, at, *parses).select(*out), struct_of
