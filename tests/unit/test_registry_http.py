@@ -198,7 +198,10 @@ def test_a_404_from_a_registry_that_no_longer_serves_ids_it_gave_is_waited_out(
 
 
 def test_a_deleted_witness_does_not_keep_a_true_404_waiting_for_ever(servers: list[HTTPServer]) -> None:
-    from icetide.ingest.formats.registry import WITNESS_404S, UnknownSchemaId
+    """A witness answering 404 for ``max_wait_s`` is taken as deleted: later 404s are believed at once."""
+    import time
+
+    from icetide.ingest.formats.registry import UnknownSchemaId
 
     deleted = {"yes": False}
 
@@ -209,13 +212,18 @@ def test_a_deleted_witness_does_not_keep_a_true_404_waiting_for_ever(servers: li
 
     url, seen, server = serve(answer)
     servers.append(server)
-    client = _client(url)
+    client = RegistryClient(SchemaRegistry(url=url, max_wait_s=1), sleep=time.sleep)
     client.schema(1)
     deleted["yes"] = True  # id 1 hard-deleted since
-    with pytest.raises(UnknownSchemaId):
+    with pytest.raises(UnknownSchemaId):  # waited out up to max_wait_s, then believed
         client.schema(5)
-    assert [p for p, _ in seen].count("/schemas/ids/1") == 1 + WITNESS_404S
+    assert [p for p, _ in seen].count("/schemas/ids/5") == 2, seen
+    time.sleep(0.6)
     seen.clear()
-    with pytest.raises(UnknownSchemaId):  # the witness is given up: no more waiting
+    with pytest.raises(UnknownSchemaId):  # the witness's 404s have lasted max_wait_s: deleted, not asked again
         client.schema(6)
-    assert [p for p, _ in seen] == ["/schemas/ids/6"]
+    assert [p for p, _ in seen] == ["/schemas/ids/6", "/schemas/ids/1"]
+    seen.clear()
+    with pytest.raises(UnknownSchemaId):
+        client.schema(7)
+    assert [p for p, _ in seen] == ["/schemas/ids/7"]

@@ -40,9 +40,11 @@ def test_a_users_class_path_and_jars_join_icetides(tmp_path: Path, monkeypatch: 
     assert conf["spark.jars"] == "/opt/udf.jar"
 
 
+@pytest.mark.parametrize("master", ["spark://10.0.0.1:7077", "local-cluster[2,1,1024]"])
 def test_a_cluster_master_gets_the_jars_shipped_through_spark_jars(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    conf = _conf(tmp_path, monkeypatch, "spark://10.0.0.1:7077", {})
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, master: str) -> None:
+    """local-cluster starts executor JVMs of their own: only spark.jars reaches them."""
+    conf = _conf(tmp_path, monkeypatch, master, {})
     assert [Path(p).name for p in conf["spark.jars"].split(",")] == [
         "iceberg-spark-runtime.jar", "kafka-clients.jar", "icetide-jvm.jar", "icetide-iceberg.jar"]
     assert "spark.driver.extraClassPath" not in conf

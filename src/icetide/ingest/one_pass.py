@@ -166,9 +166,15 @@ class OnePass(Strategy):
             raise
         ctx.lap("one_pass_job")
         result = Result(rest=job.unrouted() > 0, created=created)
+        # Avro routed by record name or field: a record of an id not learned yet has no table here (the
+        # route is read from the decoded record), so any table may be its table once the usual path
+        # learns the id. Nothing is committed then (a batch with bad records, too, takes the usual path).
+        blind = declared and job.unrouted() > 0 and t.route is not None and t.route.by in ("record_name", "field")
         ready: list[str] = []
         written = {x: job.written(x) for x in order}
-        if declared:
+        if blind:
+            unsure = list(order)
+        elif declared:
             unsure = [x for x in order if written[x].good + written[x].bad > 0 and not self._ids_settle(x, job, ctx)]
         else:
             unsure = [x for x in order if t.evolve_schema and written[x].good + written[x].bad > 0

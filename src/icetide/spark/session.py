@@ -132,7 +132,8 @@ def session_conf(cfg: PipelineConfig) -> dict[str, str]:
         conf["spark.sql.shuffle.partitions"] = str(max(2, (os.cpu_count() or 2) * 2))
         conf["spark.driver.memory"] = "4g"
     own: list[Path] = []
-    local = bool(cfg.spark.master and cfg.spark.master.startswith("local"))
+    # one JVM: local, local[n], local[n,f] (local-cluster[...] starts executor JVMs, which spark.jars ships to)
+    local = cfg.spark.master is not None and (cfg.spark.master == "local" or cfg.spark.master.startswith("local["))
     if cfg.spark.jars == "local":
         own = icetide_jar()
         jars = [*local_jars(), *own, *_iceberg_jar(own)]

@@ -116,6 +116,7 @@ class AvroFormat(ValueFormat):
     unions: dict[int, int] = field(default_factory=dict)
     keys: Keys = field(default_factory=Keys)  # Avro keys (source.key_format: avro)
     clock: Callable[[], float] = time.monotonic
+    frozen: float | None = None  # the clock of expect_known, for the same batch's learn
 
     def __post_init__(self) -> None:
         self.client = RegistryClient(self.registry)
@@ -146,7 +147,8 @@ class AvroFormat(ValueFormat):
             return [Decoding(w, k if union else None) for k, w in enumerate(writers)]
 
         known = {*self.decodings, *self.unions}
-        for sid, got in wire_learn(ids, known, self.refused, self.unknown, self.clock(), make).items():
+        now, self.frozen = (self.frozen if self.frozen is not None else self.clock()), None
+        for sid, got in wire_learn(ids, known, self.refused, self.unknown, now, make).items():
             if got[0].member is None:
                 self.decodings[sid] = got[0]
                 continue
@@ -156,8 +158,13 @@ class AvroFormat(ValueFormat):
 
     def expect_known(self) -> bool:
         """Take every id learned so far (decoded, refused, unknown to the registry, union members) as
-        the batch's, for columns built before the batch's ids are listed; False when none is."""
-        self.batch_ids = sorted({*self.decodings, *self.unions, *self.refused, *self.unknown})
+        the batch's, for columns built before the batch's ids are listed; False when none is. An id
+        the registry did not know whose retry is due is left out (not learned: its records keep
+        their table, whose one pass is then aborted), and the batch's :meth:`learn` asks with this
+        moment's clock, so it cannot learn an id these columns took as unknown."""
+        self.frozen = now = self.clock()
+        unknown = {i for i, t in self.unknown.items() if now - t < UNKNOWN_RETRY_S}
+        self.batch_ids = sorted({*self.decodings, *self.unions, *self.refused, *unknown})
         return bool(self.decodings)
 
     def with_scan(self, spark: SparkSession, rows: DataFrame, mine: Column | None) -> DataFrame:

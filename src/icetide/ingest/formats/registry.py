@@ -46,11 +46,6 @@ class RegistryUnavailable(TransientError):
     """The registry did not answer within ``schema_registry.max_wait_s``."""
 
 
-#: A schema id the registry served before and then answers 404 for this many times is taken as
-#: deleted (hard delete), no longer as a sign that the registry is not serving its data
-WITNESS_404S = 8
-
-
 class RegistryClient:
     def __init__(self, cfg: SchemaRegistry, sleep: Callable[[float], None] = time.sleep) -> None:
         self.cfg = cfg
@@ -63,8 +58,8 @@ class RegistryClient:
         self.outage_since: float | None = None
         #: called once when an outage begins, with what failed (the runner raises an alert)
         self.on_outage: Callable[[str], None] | None = None
-        #: ids served before that the registry answered 404 for since (how often), and those given up
-        self._witness_404s: dict[int, int] = {}
+        #: ids served before that the registry answers 404 for (since when), and those taken as deleted
+        self._witness_404_since: dict[int, float] = {}
         self._gone: set[int] = set()
 
     # -- requests ---------------------------------------------------------------------------------
@@ -145,27 +140,37 @@ class RegistryClient:
                 log.warning("schema registry %s: believing its 404 for schema id %s after %.0f s, although it "
                             "does not serve schema ids it gave before either", self._http.shown, schema_id, waited)
                 raise UnknownSchemaId(schema_id)
-            log.warning("schema registry %s answers 404 for schema id %s but also for ids it served before: "
-                        "not serving its data yet (starting?); asking again in %.1f s (records wait)",
-                        self._http.shown, schema_id, delay)
+            why = f"answers 404 for schema id {schema_id} and for ids it served before (not serving its data yet)"
+            if self.outage_since is None:  # an outage like any other: the alert, and "answers again" after
+                self.outage_since = started
+                if self.on_outage is not None and self.cfg.max_wait_s > 0:
+                    try:
+                        self.on_outage(why)
+                    except Exception as e:  # an alert never stops the batch
+                        log.warning("could not raise the registry alert: %s", str(e)[:200])
+            log.warning("schema registry %s %s; asking again in %.1f s (records wait)", self._http.shown, why, delay)
             self._sleep(delay)
             self.waited_s += delay
             delay = min(delay * 2, 15.0)
 
     def _serves_its_ids(self) -> bool:
         """Whether the registry answers a schema id it answered this client before (the first learned,
-        then the next while one turns out deleted); True when there is none to ask."""
+        then the next while one turns out deleted); True when there is none to ask. A witness that
+        has answered 404 for ``max_wait_s`` is taken as deleted (a hard delete), not as a registry
+        that is not serving yet; one that answers again is trusted again."""
         for witness in list(self._schemas):
             if witness in self._gone:
                 continue
             try:
                 self._get_once(f"/schemas/ids/{int(witness)}")
+                self._witness_404_since.pop(witness, None)
                 return True
             except urllib.error.HTTPError as e:
                 if e.code != 404:
                     return False  # not answering properly (5xx, refused access): not a 404 to believe
-                self._witness_404s[witness] = self._witness_404s.get(witness, 0) + 1
-                if self._witness_404s[witness] >= WITNESS_404S:  # deleted for good: ask another one
+                now = time.monotonic()
+                since = self._witness_404_since.setdefault(witness, now)
+                if now - since >= self.cfg.max_wait_s:  # deleted for good: ask another one
                     self._gone.add(witness)
                     continue
                 return False
