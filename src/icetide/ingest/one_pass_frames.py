@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -106,17 +107,20 @@ def _index(app: str, tables: tuple[str, ...]) -> Column:
     return expr.cast("int").alias(IDX)
 
 
-@functools.lru_cache(maxsize=64)
-def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: bool, max_value_bytes: int
-             ) -> tuple[Column, list[Column], list[Column], list[int]]:
-    """(table index, parses, output columns, row struct per target) for one list of targets, built
-    once (hundreds of JVM calls). ``app`` is part of the key: columns are JVM objects of one
-    application."""
+#: A target group's parse: (its record schema JSON, that schema, the parse column's name) → (struct, error class)
+Parse = Callable[[str, StructType, str], tuple[Column, Column]]
+
+
+def _grouped(tables: list[tuple[str, str]], kafka_columns: bool, parse: Parse
+             ) -> tuple[list[Column], list[Column], list[int]]:
+    """For targets given as (record schema JSON, full schema JSON): each group of targets with the
+    same columns parsed once (only its own records), then (parses, output columns, which row struct
+    holds each target's rows); the output columns are (idx, good, ts, shape, row structs)."""
     idx = F.col(IDX)
     groups: dict[tuple[str, str], list[int]] = {}
-    for i, (_, schema_json, full_json) in enumerate(key):
-        groups.setdefault((schema_json, full_json), []).append(i)
-    struct_of = [0] * len(key)
+    for i, key in enumerate(tables):
+        groups.setdefault(key, []).append(i)
+    struct_of = [0] * len(tables)
     parses: list[Column] = []
     good: Column | None = None
     structs: list[Column] = []
@@ -127,7 +131,7 @@ def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: boo
         name = f"_icetide_p{g}"
         schema = StructType.fromJson(json.loads(schema_json))
         full = StructType.fromJson(json.loads(full_json))
-        parsed, error_class, _ = json_columns(app, schema_json, max_value_bytes, name)
+        parsed, error_class = parse(schema_json, schema, name)
         parses.append(F.when(mine, parsed).alias(name))
         ok = error_class.isNull()
         good = F.when(mine, ok) if good is None else good.when(mine, ok)
@@ -138,6 +142,20 @@ def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: boo
     assert good is not None
     out = [idx, good.alias("good"), F.unix_millis("_kafka_timestamp").alias("ts"),
            F.col(shapes.SHAPE).cast("long").alias("shape"), *structs]
+    return parses, out, struct_of
+
+
+@functools.lru_cache(maxsize=64)
+def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: bool, max_value_bytes: int
+             ) -> tuple[Column, list[Column], list[Column], list[int]]:
+    """(table index, parses, output columns, row struct per target) for one list of targets, built
+    once (hundreds of JVM calls). ``app`` is part of the key: columns are JVM objects of one
+    application."""
+    def parse(schema_json: str, schema: StructType, name: str) -> tuple[Column, Column]:
+        parsed, error_class, _ = json_columns(app, schema_json, max_value_bytes, name)
+        return parsed, error_class
+
+    parses, out, struct_of = _grouped([(s, f) for _, s, f in key], kafka_columns, parse)
     return _index(app, tuple(name for name, _, _ in key)), parses, out, struct_of
 
 
@@ -165,34 +183,15 @@ def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | Va
 
     spark = rows.sparkSession
     idx = _index(spark.sparkContext.applicationId, tuple(t.table for t in targets))
-    groups: dict[tuple[str, str], list[int]] = {}
-    for i, t in enumerate(targets):
-        groups.setdefault((t.schema.json(), t.full_schema.json()), []).append(i)
-    struct_of = [0] * len(targets)
-    base = [F.col(c) for c in (*decode.KAFKA_COLUMNS, "value", ID, shapes.SHAPE)]
-    parses: list[Column] = []
-    structs: list[Column] = []
-    good: Column | None = None
-    at = F.col(IDX)
-    for g, ((schema_json, full_json), members) in enumerate(groups.items()):
-        for i in members:
-            struct_of[i] = g
-        mine = at.isNotNull() if len(groups) == 1 else at.isin(members)
-        name = f"_icetide_p{g}"
-        schema = StructType.fromJson(json.loads(schema_json))
-        full = StructType.fromJson(json.loads(full_json))
+
+    def parse(schema_json: str, schema: StructType, name: str) -> tuple[Column, Column]:
         parsed = formats.parse_columns(spark, schema, max_value_bytes, name)
-        parses.append(F.when(mine, parsed.struct).alias(name))
-        ok = parsed.error_class.isNull()
-        good = F.when(mine, ok) if good is None else good.when(mine, ok)
-        cols = decode.good_columns(schema, kafka_columns, name)
-        row = F.struct(*[(cols[f.name] if f.name in cols else F.lit(None).cast(f.dataType)).alias(f.name)
-                         for f in full.fields])
-        structs.append(F.when(mine, row).alias(f"_icetide_r{g}"))
-    assert good is not None
+        return parsed.struct, parsed.error_class
+
+    parses, out, struct_of = _grouped([(t.schema.json(), t.full_schema.json()) for t in targets], kafka_columns,
+                                      parse)
+    base = [F.col(c) for c in (*decode.KAFKA_COLUMNS, "value", ID, shapes.SHAPE)]
     # In steps, as frame(): each record's decode (its schema id's column) is computed once, then read
     # by its table's parse, whose struct is read by the checks and the row.
     decoded = formats.with_decoded(rows.select(*base, idx))
-    out = [at, good.alias("good"), F.unix_millis("_kafka_timestamp").alias("ts"),
-           F.col(shapes.SHAPE).cast("long").alias("shape"), *structs]
-    return decoded.select(*base, at, *parses).select(*out), struct_of
+    return decoded.select(*base, F.col(IDX), *parses).select(*out), struct_of

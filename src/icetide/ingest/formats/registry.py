@@ -100,13 +100,7 @@ class RegistryClient:
             except (OSError, ValueError) as e:  # refused, reset, timeout, TLS, a proxy's HTML
                 why = f"{type(e).__name__}: {str(e)[:200]}"
             waited = time.monotonic() - started
-            if self.outage_since is None:
-                self.outage_since = started
-                if self.on_outage is not None and self.cfg.max_wait_s > 0:
-                    try:
-                        self.on_outage(why)
-                    except Exception as e:  # an alert never stops the batch
-                        log.warning("could not raise the registry alert: %s", str(e)[:200])
+            self._outage(started, why)
             if waited + delay > self.cfg.max_wait_s:
                 raise RegistryUnavailable(
                     f"schema registry {self._http.shown} did not answer for {waited:.0f} s ({why}); "
@@ -116,6 +110,17 @@ class RegistryClient:
             self._sleep(delay)
             self.waited_s += delay
             delay = min(delay * 2, 15.0)
+
+    def _outage(self, started: float, why: str) -> None:
+        """An outage begins (when none is on): remember since when, and raise the alert once."""
+        if self.outage_since is not None:
+            return
+        self.outage_since = started
+        if self.on_outage is not None and self.cfg.max_wait_s > 0:
+            try:
+                self.on_outage(why)
+            except Exception as e:  # an alert never stops the batch
+                log.warning("could not raise the registry alert: %s", str(e)[:200])
 
     # -- the API --------------------------------------------------------------------------------
     def schema(self, schema_id: int) -> dict[str, Any]:
@@ -141,13 +146,7 @@ class RegistryClient:
                             "does not serve schema ids it gave before either", self._http.shown, schema_id, waited)
                 raise UnknownSchemaId(schema_id)
             why = f"answers 404 for schema id {schema_id} and for ids it served before (not serving its data yet)"
-            if self.outage_since is None:  # an outage like any other: the alert, and "answers again" after
-                self.outage_since = started
-                if self.on_outage is not None and self.cfg.max_wait_s > 0:
-                    try:
-                        self.on_outage(why)
-                    except Exception as e:  # an alert never stops the batch
-                        log.warning("could not raise the registry alert: %s", str(e)[:200])
+            self._outage(started, why)  # an outage like any other: the alert, and "answers again" after
             log.warning("schema registry %s %s; asking again in %.1f s (records wait)", self._http.shown, why, delay)
             self._sleep(delay)
             self.waited_s += delay
