@@ -259,7 +259,9 @@ def test_a_new_version_routed_by_record_name_mid_run_lands_with_the_known_one(  
     values = [encode(s1, topic, {"id": i}) for i in range(40)]  # batch 0: the table, id of v1 learned
     values += [encode(s2, topic, {"id": i, "tag": f"t{i}"}) if i % 2 else encode(s1, topic, {"id": i})
                for i in range(40, 80)]  # batch 1: both
-    values += [encode(s2, topic, {"id": i, "tag": f"t{i}"}) for i in range(80, 100)]  # batch 2: learned ids
+    values += [encode(s2, topic, {"id": i, "tag": f"t{i}"}) for i in range(80, 120)]  # batch 2: learned ids
+    values += [encode(s2, topic, {"id": i, "tag": f"t{i}"}) for i in range(120, 159)]  # batch 3: learned ids
+    values.append(b"\x07" + values[-1][1:])  # and a bad record (not routed: the pass still commits)
     send(kafka.bootstrap, topic, values, partitions=1)
     cfg_dict = avro_pipeline(kafka, lake, tmp_path, topic, f"{ns}.unused", registry.url,
                              target={"route": {"by": "record_name", "table": f"{ns}.{{value}}"}})
@@ -267,15 +269,19 @@ def test_a_new_version_routed_by_record_name_mid_run_lands_with_the_known_one(  
     cfg_dict["dead_letter"] = {"table": f"{ns}.dlq"}
     cfg = write_config(tmp_path / "p.yaml", cfg_dict)
     run_in_process(spark, cfg)
-    rows = scan(cfg, f"{ns}.{ns}_ev")
-    assert sorted(r["id"] for r in rows) == list(range(100))
+    table = f"{ns}.{ns}_ev"
+    rows = scan(cfg, table)
+    assert sorted(r["id"] for r in rows) == list(range(159))
     assert {r["id"]: r["tag"] for r in rows} == {i: f"t{i}" if i >= 40 and (i % 2 or i >= 80) else None
-                                                 for i in range(100)}
-    assert not dead_letters(cfg, f"{ns}.dlq")
+                                                 for i in range(159)}
+    assert [r["error_class"] for r in dead_letters(cfg, f"{ns}.dlq")] == ["bad_magic_byte"]
     events = [json.loads(r.getMessage()) for r in caplog.records
               if r.name == "icetide.ingest.sink" and r.getMessage().startswith('{"event": "batch"')]
-    last = [e for e in events if e["records"]][-1]
-    assert "one_pass_commit" in last["timings"] and "admit" not in last["timings"], last["timings"]
+    learned, last = [e for e in events if e["records"]][-2:]
+    assert "one_pass_commit" in learned["timings"] and "admit" not in learned["timings"], learned["timings"]
+    # the bad record went to the usual path, the table's 39 rows were committed by the pass
+    assert last["written"] == {table: 39} and last["dead_letters"] == 1, last
+    assert "one_pass_commit" in last["timings"] and "together_commit" not in last["timings"], last["timings"]
 
 
 def test_registry_down_for_a_minute_mid_run(kafka, lake, tmp_path, registry) -> None:  # type: ignore[no-untyped-def]

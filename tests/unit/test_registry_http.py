@@ -218,6 +218,7 @@ def test_a_deleted_witness_does_not_keep_a_true_404_waiting_for_ever(servers: li
     with pytest.raises(UnknownSchemaId):  # waited out up to max_wait_s, then believed
         client.schema(5)
     assert [p for p, _ in seen].count("/schemas/ids/5") == 2, seen
+    assert client.outage_since is None  # the wait's outage is over: the next one raises its alert
     time.sleep(0.6)
     seen.clear()
     with pytest.raises(UnknownSchemaId):  # the witness's 404s have lasted max_wait_s: deleted, not asked again

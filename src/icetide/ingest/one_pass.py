@@ -79,6 +79,7 @@ class OnePass(Strategy):
         in the write task (the checks are the decoder's); else ``rows`` is parsed with expressions."""
         cfg, t, pre = self.cfg, self.cfg.target, self.preparer
         declared = pre.formats.declared_one_pass  # Avro: typed by the registry, each id a shape
+        by_record = declared and t.route is not None and t.route.by in ("record_name", "field")
         if declared and shapes.SHAPE not in rows.columns:
             return None
         if not declared and ((t.evolve_schema and shapes.SHAPE not in rows.columns) or not pre.formats.json_only):
@@ -133,7 +134,7 @@ class OnePass(Strategy):
                    if plain is not None and cfg.stream.decode_in_task else None)
         if declared:
             framed, struct_of = declared_frame(rows, targets, pre.formats, t.kafka_metadata_columns,
-                                               src.max_value_bytes)
+                                               src.max_value_bytes, pre.formats.expected() if by_record else None)
             sample_column = -1
         elif decoded is None:
             framed, struct_of, sample_column = frame(rows, targets, t.kafka_metadata_columns,
@@ -168,8 +169,9 @@ class OnePass(Strategy):
         result = Result(rest=job.unrouted() > 0, created=created)
         # Avro routed by record name or field: a record of an id not learned yet has no table here (the
         # route is read from the decoded record), so any table may be its table once the usual path
-        # learns the id. Nothing is committed then (a batch with bad records, too, takes the usual path).
-        blind = declared and job.unrouted() > 0 and t.route is not None and t.route.by in ("record_name", "field")
+        # learns the id: the frame hands it to the first target (declared_frame's ``readable``), and
+        # nothing is committed then.
+        blind = by_record and any(self._unlearned(x, job) for x in order)
         ready: list[str] = []
         written = {x: job.written(x) for x in order}
         if blind:
@@ -216,6 +218,11 @@ class OnePass(Strategy):
                 result.rest = True
         ctx.lap("one_pass_commit")
         return result
+
+    def _unlearned(self, table: str, job: multi_write.MultiTableWrite) -> bool:
+        """Whether ``table``'s records carried a schema id not learned yet (or more ids than listed)."""
+        seen = job.shapes(table)
+        return seen is None or any(not self.preparer.formats.learned(id_of_shape(s)) for s in seen)
 
     def _ids_settle(self, table: str, job: multi_write.MultiTableWrite, ctx: BatchContext) -> bool:
         """Whether every schema id ``table``'s records carried settles in it as it is

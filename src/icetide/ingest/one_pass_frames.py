@@ -172,13 +172,16 @@ def id_of_shape(shape: int) -> int:
 
 
 def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | ValueFormat, kafka_columns: bool,
-                   max_value_bytes: int) -> tuple[DataFrame, list[int]]:
+                   max_value_bytes: int, readable: list[int] | None = None) -> tuple[DataFrame, list[int]]:
     """``rows`` (routed, with ``_kafka_*``, ``value``, the schema id and :data:`shapes.SHAPE`) as the
     frame ``runRouted`` takes, for a format that declares its types (Avro): each record decoded once
     (:meth:`Formats.with_decoded`, one column per schema id) and projected onto its table's columns
     by the format's own parse, the one the usual path runs, so a record is good or bad, and its
     row, the same in both passes. Returns the frame and which row struct holds each target's rows
-    (targets with the same columns share one)."""
+    (targets with the same columns share one). ``readable``: when the route comes from the decoded
+    record (record name, field), the ids the pass can read; a record without a table whose id is not
+    among them goes to the first target as a bad record of its id's shape, so the caller sees that
+    the batch holds an id it could not route (else such records are merely not routed)."""
     from icetide.ingest.formats.wire import ID
 
     spark = rows.sparkSession
@@ -193,5 +196,11 @@ def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | Va
     base = [F.col(c) for c in (*decode.KAFKA_COLUMNS, "value", ID, shapes.SHAPE)]
     # In steps, as frame(): each record's decode (its schema id's column) is computed once, then read
     # by its table's parse, whose struct is read by the checks and the row.
-    decoded = formats.with_decoded(rows.select(*base, idx))
+    picked = rows.select(*base, idx)
+    if readable is not None:
+        sid = F.col(ID)
+        stray = F.col(routing.TABLE).isNull() & sid.isNotNull() & ~sid.isin(readable)
+        picked = rows.select(*base, idx, F.col(routing.TABLE)).withColumn(
+            IDX, F.coalesce(F.col(IDX), F.when(stray, F.lit(0)))).drop(routing.TABLE)
+    decoded = formats.with_decoded(picked)
     return decoded.select(*base, F.col(IDX), *parses).select(*out), struct_of

@@ -86,6 +86,10 @@ class Formats:
         id is learned yet."""
         return self.avro is not None and self.avro.expect_known()
 
+    def expected(self) -> list[int]:
+        """The ids :meth:`expect_known` built the columns for (learned, refused, believed unknown)."""
+        return list(self.avro.batch_ids) if self.avro is not None else []
+
     def learned(self, sid: int) -> bool:
         """Whether schema id ``sid`` was learned and decodes (not refused, not unknown to the registry)."""
         return self.avro is not None and sid in self.avro.decodings

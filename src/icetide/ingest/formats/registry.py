@@ -59,7 +59,7 @@ class RegistryClient:
         #: called once when an outage begins, with what failed (the runner raises an alert)
         self.on_outage: Callable[[str], None] | None = None
         #: ids served before that the registry answers 404 for (since when), and those taken as deleted
-        self._witness_404_since: dict[int, float] = {}
+        self._witness_404_since: dict[int, tuple[float, float]] = {}  # id → (first, last) 404 of a run of them
         self._gone: set[int] = set()
 
     # -- requests ---------------------------------------------------------------------------------
@@ -78,10 +78,7 @@ class RegistryClient:
             attempt += 1
             try:
                 out = self._get_once(path)
-                if self.outage_since is not None:
-                    log.warning("schema registry %s answers again after %.0f s", self._http.shown,
-                                time.monotonic() - self.outage_since)
-                    self.outage_since = None
+                self._outage_over()
                 return out
             except urllib.error.HTTPError as e:
                 if e.code == 404:
@@ -122,6 +119,13 @@ class RegistryClient:
             except Exception as e:  # an alert never stops the batch
                 log.warning("could not raise the registry alert: %s", str(e)[:200])
 
+    def _outage_over(self) -> None:
+        """The registry answers again (a wait that ends with its 404 believed counts too): the outage is over."""
+        if self.outage_since is not None:
+            log.warning("schema registry %s answers again after %.0f s", self._http.shown,
+                        time.monotonic() - self.outage_since)
+            self.outage_since = None
+
     # -- the API --------------------------------------------------------------------------------
     def schema(self, schema_id: int) -> dict[str, Any]:
         """``{"schema": text, "schemaType": ..., "references": [...]}`` of a schema id, cached.
@@ -139,11 +143,13 @@ class RegistryClient:
                 return self._schemas[schema_id]
             except KeyError:
                 if self._serves_its_ids():
+                    self._outage_over()
                     raise UnknownSchemaId(schema_id) from None
             waited = time.monotonic() - started
             if waited + delay > self.cfg.max_wait_s:
                 log.warning("schema registry %s: believing its 404 for schema id %s after %.0f s, although it "
                             "does not serve schema ids it gave before either", self._http.shown, schema_id, waited)
+                self._outage_over()
                 raise UnknownSchemaId(schema_id)
             why = f"answers 404 for schema id {schema_id} and for ids it served before (not serving its data yet)"
             self._outage(started, why)  # an outage like any other: the alert, and "answers again" after
@@ -168,7 +174,10 @@ class RegistryClient:
                 if e.code != 404:
                     return False  # not answering properly (5xx, refused access): not a 404 to believe
                 now = time.monotonic()
-                since = self._witness_404_since.setdefault(witness, now)
+                since, last = self._witness_404_since.get(witness, (now, now))
+                if now - last > self.cfg.max_wait_s:  # 404s long apart (two restarts): count afresh
+                    since = now
+                self._witness_404_since[witness] = (since, now)
                 if now - since >= self.cfg.max_wait_s:  # deleted for good: ask another one
                     self._gone.add(witness)
                     continue
