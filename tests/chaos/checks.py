@@ -6,9 +6,10 @@ own read path).
   good record) or a dead letter (a hostile one), unless Kafka deleted it unread and the pipeline
   reported a gap covering its offset, or it was on a topic deleted before it was read; no
   reported gap covers a record that landed;
-- CDC: the table is exactly the change stream's final state, and each bad change one dead letter;
-- every file the tables reference exists;
-- the secret in the config appears in no output.
+- CDC (JSON, and Avro on the full stack): the table is exactly the change stream's final state,
+  and each bad change one dead letter of its class;
+- every file the tables reference exists (local files and, on the full stack, S3 objects);
+- the secret in the config (and the object store's secret key) appears in no output.
 """
 
 from __future__ import annotations
@@ -151,46 +152,56 @@ def _append(chaos: Chaos) -> list[dict[str, Any]]:
     ]
 
 
-def _cdc(chaos: Chaos) -> list[dict[str, Any]]:
-    pipe = chaos.pipes["cdc"]
+def _cdc_of(chaos: Chaos, key: str, ns: str, work: Any) -> list[dict[str, Any]]:
+    pipe = chaos.pipes[key]
     catalog = pyiceberg_catalog(load_config(pipe.cfg))
-    arrow = catalog.load_table("chaos_cdc.customers").scan(selected_fields=("id", "name", "balance")).to_arrow()
+    arrow = catalog.load_table(f"{ns}.customers").scan(selected_fields=("id", "name", "balance")).to_arrow()
     rows = list(zip(*(arrow.column(c).to_pylist() for c in ("id", "name", "balance")), strict=True))
     got = {k: (n, b) for k, n, b in rows}
-    want = chaos.cdc.stream.final
+    want = work.stream.final
     missing = sorted(set(want) - set(got))
     extra = sorted(set(got) - set(want))
     stale = sorted(k for k in set(got) & set(want) if got[k] != want[k])
-    dlq = catalog.load_table("chaos_cdc.dead_letters").scan(selected_fields=("error_class",)).to_arrow()
+    dlq = catalog.load_table(f"{ns}.dead_letters").scan(selected_fields=("error_class",)).to_arrow()
     classes = Counter(dlq.column("error_class").to_pylist())
     return [
-        _check("cdc: exact final state", len(rows) == len(got) and not (missing or extra or stale),
+        _check(f"{key}: exact final state", len(rows) == len(got) and not (missing or extra or stale),
                f"{len(rows)} rows for {len(got)} keys (want {len(want)}); {len(missing)} missing (e.g. {missing[:5]}), "
                f"{len(extra)} resurrected (e.g. {extra[:5]}), {len(stale)} stale (e.g. {stale[:5]})"),
-        _check("cdc: each bad change one dead letter", dict(classes) == chaos.cdc.stream.bad,
-               f"dead letters {dict(sorted(classes.items()))}, produced {dict(sorted(chaos.cdc.stream.bad.items()))}"),
+        _check(f"{key}: each bad change one dead letter", dict(classes) == work.stream.bad,
+               f"dead letters {dict(sorted(classes.items()))}, produced {dict(sorted(work.stream.bad.items()))}"),
     ]
+
+
+def _cdc(chaos: Chaos) -> list[dict[str, Any]]:
+    return _cdc_of(chaos, "cdc", "chaos_cdc", chaos.cdc)
+
+
+def _avro(chaos: Chaos) -> list[dict[str, Any]]:
+    return [] if chaos.avro is None else _cdc_of(chaos, "avro", "chaos_avro", chaos.avro)
 
 
 def _files(chaos: Chaos) -> list[dict[str, Any]]:
     absent: list[str] = []
     tables = 0
-    for key, ns in (("append", "chaos"), ("cdc", "chaos_cdc")):
+    for key, ns in (("append", "chaos"), ("cdc", "chaos_cdc"), ("avro", "chaos_avro")):
+        if key not in chaos.pipes:
+            continue
         catalog = pyiceberg_catalog(load_config(chaos.pipes[key].cfg))
         for ident in catalog.list_tables(ns):
             tables += 1
-            files = catalog.load_table(ident).inspect.files()
-            for path in files.column("file_path").to_pylist():
-                local = str(path).removeprefix("file:")
-                if not Path(local).exists():
-                    absent.append(local)
+            table = catalog.load_table(ident)
+            for path in table.inspect.files().column("file_path").to_pylist():
+                if not table.io.new_input(str(path)).exists():  # a local file or an S3 object
+                    absent.append(str(path))
     return [_check("no file a table references is missing", not absent,
                    f"{len(absent)} missing across {tables} tables (e.g. {absent[:3]})")]
 
 
 def _secret(chaos: Chaos) -> list[dict[str, Any]]:
+    secrets = [SECRET] + ([chaos.store.credentials().secret_access_key] if chaos.full else [])
     seen = [str(log) for p in chaos.pipes.values() for log in p.logs
-            if log.exists() and SECRET in log.read_text(errors="replace")]
+            if log.exists() and any(s in log.read_text(errors="replace") for s in secrets)]
     return [_check("the secret appears in no output", not seen, f"found in {seen}" if seen else "not found")]
 
 
@@ -198,9 +209,12 @@ def run_all(chaos: Chaos) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
     exits = {p.name: p.exits for p in chaos.pipes.values()}
     out.append(_check("no run ended on its own", not any(exits.values()), f"exit codes: {exits}"))
-    for part in (_append, _cdc, _files, _secret):
+    for part in (_append, _cdc, _avro, _files, _secret):
         try:
             out += part(chaos)
         except Exception as e:  # a check that cannot run is a failed check, with the reason
             out.append(_check(part.__name__.strip("_"), False, f"could not check: {type(e).__name__}: {e}"))
-    return {"checks": out, "produced": {"append": len(chaos.append.records), "cdc": chaos.cdc.stream.changes}}
+    produced = {"append": len(chaos.append.records), "cdc": chaos.cdc.stream.changes}
+    if chaos.avro is not None:
+        produced["avro"] = chaos.avro.stream.changes
+    return {"checks": out, "produced": produced}

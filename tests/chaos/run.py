@@ -1,11 +1,14 @@
-"""A chaos run: two pipelines on the real stack under a seeded fault schedule, then exact checks.
+"""A chaos run: pipelines on the real stack under a seeded fault schedule, then exact checks.
 
-    python -m tests.chaos.run --minutes 30 --seed 7 [--record]
+    python -m tests.chaos.run --minutes 30 --seed 7 [--stack full] [--record]
 
 Starts its own Kafka broker (KRaft) and a local lake (Iceberg JDBC catalog on SQLite), runs a routed
-append pipeline and a Debezium CDC pipeline (each ``icetide run`` in its own process group, in-run
-maintenance on), produces records for ``--minutes`` while the faults of
-:func:`tests.chaos.schedule.plan` land, then lets both drain to idle and checks (``checks.py``).
+append pipeline and a Debezium CDC pipeline (``pipelines.py``; each ``icetide run`` in its own
+process group, in-run maintenance on). ``--stack full`` also starts a schema registry (Apicurio),
+an object store (SeaweedFS) and Iceberg's REST catalog over it, runs a third pipeline (Debezium
+Avro into the REST catalog) and adds the faults of those services. Produces records for
+``--minutes`` while the faults of :func:`tests.chaos.schedule.plan` land, then lets every
+pipeline drain to idle and checks (``checks.py``).
 Prints every fault and every check with the seed; ``--record`` writes the result to
 ``tests/chaos/results/``. Exit 0 only when every check is exact.
 """
@@ -13,7 +16,6 @@ Prints every fault and every check with the seed; ``--record`` writes the result
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -23,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,125 +32,34 @@ import yaml
 
 from icetide.demo.events import create_topic
 from icetide.services.kafka import LocalKafka
+from icetide.services.object_store import PORTS_USED, LocalObjectStore
+from icetide.services.registry import LocalRegistry
+from icetide.services.rest_catalog import LocalRestCatalog
 from tests.chaos import checks
-from tests.chaos.schedule import Fault, plan
+from tests.chaos.pipelines import Pipeline, avro_config, configs
+from tests.chaos.schedule import FULL_KINDS, FULL_PIPELINES, KINDS, PIPELINES, Fault, plan
 from tests.chaos.workload import AppendWorkload, CdcWorkload
-from tests.fixtures.stack import free_port_pair, start
+from tests.fixtures.stack import free_port_block, free_port_pair, start
 
 RESULTS = Path(__file__).with_name("results")
 RATE = 100.0  # append records a second
 
 
-@dataclass
-class Pipeline:
-    """One pipeline's config and its live processes (the first is the main run)."""
-
-    name: str
-    cfg: Path
-    workdir: Path
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    logs: list[Path] = field(default_factory=list)
-    exits: list[int] = field(default_factory=list)  # exit codes of runs that ended on their own
-
-    def start(self, cfg: Path | None = None) -> subprocess.Popen[bytes]:
-        log = self.workdir / f"run-{len(self.logs)}.log"
-        self.logs.append(log)
-        proc = start(cfg or self.cfg, log)
-        self.procs.append(proc)
-        return proc
-
-    @property
-    def main(self) -> subprocess.Popen[bytes]:
-        return self.procs[0]
-
-    def reap(self) -> None:
-        """Runs that ended on their own (a finding: nothing may stop a pipeline) are noted and the
-        main run is started again."""
-        for p in list(self.procs):
-            code = p.poll()
-            if code is not None:
-                self.exits.append(code)
-                self.procs.remove(p)
-        if not self.procs:
-            self.start()
-
-    def signal(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.main.pid, sig)
-
-    def kill(self) -> None:
-        for p in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(60)
-        self.procs.clear()
-
-    def stop(self, timeout: float = 300) -> None:
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGCONT)
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in self.procs:
-            try:
-                p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(30)
-        self.procs.clear()
-
-    def checkpoint(self) -> Path:
-        return self.workdir / "checkpoint"
-
-
-def _configs(kafka: LocalKafka, lake: Path, work: Path, prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    catalog = {"type": "jdbc", "uri": f"jdbc:sqlite:{lake / 'catalog.db'}", "warehouse": str(lake / "warehouse")}
-    maintenance = {"in_run": True, "interval": "30 seconds", "min_interval": "15 seconds",
-                   "log_table": "chaos.maintenance",
-                   "policy": {"hot_partition_quiet_seconds": 20, "min_input_files": 3, "snapshots_trigger": 15,
-                              "snapshot_retain_last": 5, "snapshot_max_age_seconds": 30, "manifests_trigger": 8,
-                              "orphan_min_age_seconds": 3600,
-                              "steps": ["expire_snapshots", "rewrite_data_files", "rewrite_position_delete_files",
-                                        "rewrite_manifests", "remove_orphan_files"]}}
-    stream = {"trigger_interval": "2 seconds", "takeover_after": "10 seconds", "restart_attempts": 50}
-    spark = {"master": "local[2]", "conf": {"spark.driver.memory": "1g"}}
-    health = {"webhook_url": f"http://chaos:{checks.SECRET}@127.0.0.1:9/hook"}
-    append = {
-        "name": "chaos-append",
-        "source": {"bootstrap_servers": kafka.bootstrap, "topic_pattern": f"{prefix}-ev-(a|b)",
-                   "starting_offsets": "earliest", "max_offsets_per_trigger": 3000},
-        "catalog": catalog,
-        "target": {"route": {"by": "field", "name": "kind", "table": "chaos.{value}"},
-                   "partition_by": ["days(event_time)"]},
-        "dead_letter": {"table": "chaos.dead_letters"},
-        "stream": {**stream, "checkpoint_location": str(work / "append" / "checkpoint"),
-                   "batch_log_table": "chaos.batches"},
-        "maintenance": maintenance, "health": health, "spark": spark,
-    }
-    cdc = {
-        "name": "chaos-cdc",
-        "source": {"bootstrap_servers": kafka.bootstrap, "topics": [f"{prefix}-cdc"],
-                   "starting_offsets": "earliest", "max_offsets_per_trigger": 3000},
-        "catalog": catalog,
-        "target": {"table": "chaos_cdc.customers", "schema": "id BIGINT, name STRING, balance DOUBLE",
-                   "cdc": {"primary_key": ["id"], "format": "debezium", "ordering": "source.lsn",
-                           "tombstones": True}},
-        "dead_letter": {"table": "chaos_cdc.dead_letters"},
-        "stream": {**stream, "checkpoint_location": str(work / "cdc" / "checkpoint"), "batch_log_table": None},
-        "maintenance": {**maintenance, "log_table": "chaos_cdc.maintenance"}, "health": health, "spark": spark,
-    }
-    return append, cdc
-
-
 class Chaos:
-    def __init__(self, seed: int, minutes: float, work: Path) -> None:
-        self.seed, self.seconds, self.work = seed, minutes * 60, work
+    def __init__(self, seed: int, minutes: float, work: Path, stack: str = "local") -> None:
+        self.seed, self.seconds, self.work, self.full = seed, minutes * 60, work, stack == "full"
         self.prefix = f"chaos{seed}"
-        self.faults = plan(seed, self.seconds)
+        self.faults = (plan(seed, self.seconds, kinds=FULL_KINDS, pipelines=FULL_PIPELINES) if self.full
+                       else plan(seed, self.seconds, kinds=KINDS, pipelines=PIPELINES))
         self.done: list[dict[str, Any]] = []
         self.kafka = LocalKafka(port=free_port_pair())
         self.lake = work / "lake"
+        self.avro: CdcWorkload | None = None
+        if self.full:
+            port = free_port_pair()
+            self.registry = LocalRegistry(port=port, management_port=port + 1)
+            self.store = LocalObjectStore(port=free_port_block(PORTS_USED))
+            self.rest = LocalRestCatalog(port=free_port_pair(), store=self.store)
 
     def say(self, text: str) -> None:
         print(f"[chaos seed={self.seed} t={time.monotonic() - self.t0:6.1f}s {time.strftime('%H:%M:%S')}] {text}",
@@ -163,10 +73,16 @@ class Chaos:
         for t in self.topics:
             create_topic(self.kafka.bootstrap, t, 2)
         create_topic(self.kafka.bootstrap, f"{self.prefix}-cdc", 2)
-        append, cdc = _configs(self.kafka, self.lake, self.work, self.prefix)
+        raws = configs(self.kafka, self.lake, self.work, self.prefix)
+        if self.full:
+            for service in (self.registry, self.store, self.rest):
+                service.reset()
+                service.start()
+            os.environ.update(self.store.credentials().env())  # the catalog section names them
+            create_topic(self.kafka.bootstrap, f"{self.prefix}-avro", 2)
+            raws["avro"] = avro_config(self.kafka, self.registry, self.rest, self.work, self.prefix, raws["cdc"])
         self.pipes: dict[str, Pipeline] = {}
-        for raw in (append, cdc):
-            key = "append" if raw is append else "cdc"
+        for key, raw in raws.items():
             d = self.work / key
             d.mkdir(parents=True, exist_ok=True)
             path = d / "pipeline.yaml"
@@ -184,6 +100,10 @@ class Chaos:
                                      (self.seconds * 0.3, self.seconds * 0.6)).start()
         self.cdc = CdcWorkload.make(self.kafka.bootstrap, f"{self.prefix}-cdc", self.seed,
                                     changes=int(self.seconds * 60), spread=self.seconds * 0.7).start()
+        if self.full:
+            self.avro = CdcWorkload.make_avro(self.kafka.bootstrap, f"{self.prefix}-avro", self.seed,
+                                              changes=int(self.seconds * 40), spread=self.seconds * 0.7,
+                                              registry_url=self.registry.url).start()
         for p in self.pipes.values():
             p.start()
         try:
@@ -201,6 +121,8 @@ class Chaos:
             self.say("producing stops; draining")
             self.append.stop()
             self.cdc.join()
+            if self.avro is not None:
+                self.avro.join()
             for p in self.pipes.values():
                 self._reap()
                 p.stop()
@@ -209,6 +131,9 @@ class Chaos:
             for p in self.pipes.values():
                 p.kill()
             self.kafka.reset()
+            if self.full:
+                for service in (self.rest, self.store, self.registry):
+                    service.reset()
 
     def _reap(self) -> None:
         for p in self.pipes.values():
@@ -230,7 +155,8 @@ class Chaos:
             if code != 0:
                 p.exits.append(code)
         report = checks.run_all(self)
-        report.update(seed=self.seed, minutes=self.seconds / 60, faults=self.done,
+        report.update(seed=self.seed, minutes=self.seconds / 60, stack="full" if self.full else "local",
+                      faults=self.done,
                       machine=f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}")
         for c in report["checks"]:
             self.say(f"check {'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['detail']}")
@@ -273,6 +199,21 @@ class Chaos:
         self.kafka.stop()
         time.sleep(f.duration)
         self.kafka.start()
+
+    def _registry(self, f: Fault) -> None:
+        self.registry.stop()
+        time.sleep(f.duration)
+        self.registry.start()
+
+    def _rest(self, f: Fault) -> None:
+        self.rest.stop()
+        time.sleep(f.duration)
+        self.rest.start()
+
+    def _store(self, f: Fault) -> None:
+        self.store.stop()
+        time.sleep(f.duration)
+        self.store.start()
 
     def _retention(self, f: Fault) -> None:
         """Kafka deletes records of the first topic up to ``amount`` past what the pipeline has
@@ -341,16 +282,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100_000)
     ap.add_argument("--work", type=Path, default=None, help="working folder (default: a new temporary one)")
+    ap.add_argument("--stack", choices=("local", "full"), default="local",
+                    help="full: also a schema registry, an object store and a REST catalog, an Avro CDC "
+                         "pipeline into them and their faults")
     ap.add_argument("--record", action="store_true", help="write the result to tests/chaos/results/")
     args = ap.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix=f"icetide-chaos-{args.seed}-"))
-    print(f"chaos run: seed {args.seed}, {args.minutes} minutes, work folder {work} "
-          f"(replay: python -m tests.chaos.run --seed {args.seed} --minutes {args.minutes})", flush=True)
-    report = Chaos(args.seed, args.minutes, work).run()
+    print(f"chaos run: seed {args.seed}, {args.minutes} minutes, {args.stack} stack, work folder {work} "
+          f"(replay: scripts/chaos.sh --seed {args.seed} --minutes {args.minutes} --stack {args.stack})", flush=True)
+    report = Chaos(args.seed, args.minutes, work, args.stack).run()
     ok = all(c["ok"] for c in report["checks"])
     if args.record:
         RESULTS.mkdir(exist_ok=True)
-        out = RESULTS / f"seed-{args.seed}-{int(args.minutes)}min.json"
+        out = RESULTS / f"seed-{args.seed}-{int(args.minutes)}min{'-full' if args.stack == 'full' else ''}.json"
         out.write_text(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
         print(f"result written to {out}")
     print(f"chaos run seed {args.seed}: {'every check exact' if ok else 'CHECKS FAILED'}", flush=True)

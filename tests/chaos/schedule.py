@@ -14,7 +14,14 @@ the pipelines drain before the checks. Kinds:
   pipeline's checkpoint has a position in (what it never read was never its to lose);
 - ``partitions``: a partition added to the append topic;
 - ``checkpoint``: SIGKILL a pipeline, delete its checkpoint folder, restart it;
-- ``recreate``: SIGKILL the append pipeline, delete the second append topic and create it again.
+- ``recreate``: SIGKILL the append pipeline, delete the second append topic and create it again;
+
+and, on the full stack only (``--stack full``: a third pipeline, Avro through a schema registry into
+Iceberg's REST catalog over an S3 object store):
+
+- ``registry``: stop the schema registry for ``duration`` seconds;
+- ``rest``: stop the REST catalog server for ``duration`` seconds (its state survives: a restart);
+- ``store``: stop the object store (SeaweedFS) for ``duration`` seconds.
 """
 
 from __future__ import annotations
@@ -23,24 +30,31 @@ import random
 from dataclasses import asdict, dataclass
 
 KINDS = ("kill", "pause", "standby", "broker", "retention", "partitions", "checkpoint", "recreate")
+#: the full stack's kinds: the local ones and the faults of the services only it runs
+FULL_KINDS = (*KINDS, "registry", "rest", "store")
 #: faults that only make sense for the append pipeline (the CDC table's final state must be exact)
 APPEND_ONLY = frozenset({"retention", "partitions", "recreate"})
+#: faults of a shared service: no pipeline is their target
+SERVICES = frozenset({"broker", "registry", "rest", "store"})
 PIPELINES = ("append", "cdc")
+FULL_PIPELINES = (*PIPELINES, "avro")
 
 
 @dataclass(frozen=True)
 class Fault:
     at: float  # seconds after the start
     kind: str
-    pipeline: str  # "append" or "cdc" ("-" for the broker)
-    duration: float  # seconds (kill: until the restart; pause/standby/broker: how long)
+    pipeline: str  # "append", "cdc" or "avro" ("-" for a service)
+    duration: float  # seconds (kill: until the restart; pause/standby/a service: how long)
     amount: int = 0  # retention: how many records past the pipeline's position to delete
 
     def describe(self) -> str:
         what = {"kill": "SIGKILL, restart after", "pause": "SIGSTOP for", "standby": "paused, a second run for",
                 "broker": "broker down for", "retention": "delete_records while paused for",
                 "partitions": "add a partition", "checkpoint": "kill, delete the checkpoint, restart after",
-                "recreate": "kill, recreate the second topic, restart after"}[self.kind]
+                "recreate": "kill, recreate the second topic, restart after",
+                "registry": "schema registry down for", "rest": "REST catalog down for",
+                "store": "object store down for"}[self.kind]
         extra = f" (+{self.amount} records)" if self.kind == "retention" else ""
         return f"t={self.at:6.1f}s {self.kind:<10} {self.pipeline:<6} {what} {self.duration:.1f}s{extra}"
 
@@ -49,18 +63,23 @@ class Fault:
 
 
 def plan(seed: int, seconds: float, mean_gap: float = 25.0, quiet_tail: float = 30.0,
-         kinds: tuple[str, ...] = KINDS) -> list[Fault]:
+         kinds: tuple[str, ...] = KINDS, pipelines: tuple[str, ...] = PIPELINES) -> list[Fault]:
     """The faults of a run of ``seconds`` (the last ``quiet_tail`` seconds free of them): the same
-    list for the same arguments, on any machine."""
+    list for the same arguments, on any machine (the local stack's defaults give the lists they
+    always gave, so an old seed replays)."""
     rng = random.Random(seed)
     out: list[Fault] = []
     t = rng.uniform(25, 40)  # let the pipelines start and commit first
     while True:
         kind = rng.choice(kinds)
-        pipeline = "append" if kind in APPEND_ONLY else "-" if kind == "broker" else rng.choice(PIPELINES)
-        duration = {"kill": rng.uniform(1, 8), "pause": rng.uniform(3, 25), "standby": rng.uniform(20, 45),
-                    "broker": rng.uniform(5, 25), "retention": rng.uniform(3, 10), "partitions": 0.0,
-                    "checkpoint": rng.uniform(1, 5), "recreate": rng.uniform(2, 6)}[kind]
+        pipeline = "append" if kind in APPEND_ONLY else "-" if kind in SERVICES else rng.choice(pipelines)
+        # every draw below happens whatever the kind: the local kinds' draws are the ones they
+        # always were (an old seed replays); the services' are drawn only for them
+        local = {"kill": rng.uniform(1, 8), "pause": rng.uniform(3, 25), "standby": rng.uniform(20, 45),
+                 "broker": rng.uniform(5, 25), "retention": rng.uniform(3, 10), "partitions": 0.0,
+                 "checkpoint": rng.uniform(1, 5), "recreate": rng.uniform(2, 6)}
+        duration = local[kind] if kind in local else {"registry": rng.uniform(5, 40), "rest": rng.uniform(3, 20),
+                                                      "store": rng.uniform(3, 20)}[kind]
         if t + duration > seconds - quiet_tail:
             return out
         out.append(Fault(round(t, 1), kind, pipeline, round(duration, 1), rng.randint(50, 400)))

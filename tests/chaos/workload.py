@@ -7,7 +7,9 @@ is no table name). Every record's Kafka key is its own id, so a dead letter name
 delivery is recorded with the topic's incarnation (a recreated topic numbers offsets from 0 again).
 
 CDC: a Debezium JSON change stream (out of order, duplicated, replayed, deletes with Kafka
-tombstones and some with a null ``before``) whose final state is computed independently.
+tombstones and some with a null ``before``) whose final state is computed independently; on the
+full stack also the same kind of stream in Debezium's Avro (through the schema registry), with
+changes of an unknown operation and records that are not Avro among them.
 """
 
 from __future__ import annotations
@@ -161,6 +163,29 @@ class CdcWorkload:
     def make(cls, bootstrap: str, topic: str, seed: int, changes: int, spread: float) -> CdcWorkload:
         stream = generate(keys=max(50, changes // 8), changes=changes, seed=seed, debezium=True, bad_every=400,
                           kafka_tombstones=True, null_before_every=9)
+        return cls(bootstrap, topic, stream, spread)
+
+    @classmethod
+    def make_avro(cls, bootstrap: str, topic: str, seed: int, changes: int, spread: float, registry_url: str,
+                  bad_every: int = 400) -> CdcWorkload:
+        """Debezium's Avro: every change encoded now (the registry is asked once, before any fault);
+        every ``bad_every``-th message is followed by a change of operation ``x`` or by bytes
+        that are not Avro (no magic byte), each counted by the dead-letter class it must get."""
+        from tests.fixtures.avro import debezium_encoder
+
+        envelope = debezium_encoder(registry_url, topic)
+        stream = generate(keys=max(50, changes // 8), changes=changes, seed=seed + 1, debezium=True,
+                          kafka_tombstones=True, encoder=envelope)
+        messages: list[tuple[int, bytes | None]] = []
+        for i, (key, value) in enumerate(stream.messages):
+            messages.append((key, value))
+            if value is not None and i % bad_every == bad_every - 1:
+                kind = ("unknown_operation", "bad_magic_byte")[(i // bad_every) % 2]
+                ch = {"key": key, "op": "x", "version": 10**9 + i, "row": {"id": key, "name": "bad", "balance": 0.0}}
+                bad = envelope(ch) if kind == "unknown_operation" else b"\x07not avro " + str(i).encode()
+                messages.append((key, bad))
+                stream.bad[kind] = stream.bad.get(kind, 0) + 1
+        stream.messages = messages
         return cls(bootstrap, topic, stream, spread)
 
     def start(self) -> CdcWorkload:

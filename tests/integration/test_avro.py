@@ -18,7 +18,7 @@ import yaml
 
 from icetide.catalog import pyiceberg_catalog
 from icetide.config import load_config
-from tests.fixtures.avro import avro_pipeline, encode, register, schema_id, serializer
+from tests.fixtures.avro import UPDATED, avro_pipeline, debezium_encoder, encode, register, schema_id, serializer
 from tests.fixtures.records import send
 from tests.fixtures.stack import run_in_process, unique
 
@@ -319,21 +319,6 @@ def test_registry_down_for_a_minute_mid_run(kafka, lake, tmp_path, registry) -> 
     assert not dead_letters(cfg, f"{table}_dlq")
 
 
-VALUE = {"type": "record", "name": "Value", "namespace": "shop.customers", "fields": [
-    {"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "balance", "type": "double"},
-    # Debezium's semantic type of a DATETIME(6) (time.precision.mode adaptive): a timestamp column (#40)
-    {"name": "updated", "type": {"type": "long", "connect.version": 1,
-                                 "connect.name": "io.debezium.time.MicroTimestamp"}}]}
-UPDATED = dt.datetime(2026, 11, 1)  # a change's `updated`: this plus its version in microseconds
-ENVELOPE = {"type": "record", "name": "Envelope", "namespace": "shop.customers", "fields": [
-    {"name": "before", "type": ["null", VALUE], "default": None},
-    {"name": "after", "type": ["null", "Value"], "default": None},
-    {"name": "source", "type": {"type": "record", "name": "Source", "namespace": "io.debezium", "fields": [
-        {"name": "lsn", "type": "long"}, {"name": "table", "type": "string"}, {"name": "db", "type": "string"}]}},
-    {"name": "op", "type": "string"},
-    {"name": "ts_ms", "type": ["null", "long"], "default": None}]}
-
-
 def test_debezium_avro_sigkill_twice_exact_final_state(kafka, lake, tmp_path, spark, registry) -> None:  # type: ignore[no-untyped-def]
     """Debezium's Avro converter: envelopes with a semantic type and Kafka tombstones; two SIGKILLs
     mid-batch; the table ends as the exact final state of the change stream (ordering by
@@ -350,14 +335,7 @@ def test_debezium_avro_sigkill_twice_exact_final_state(kafka, lake, tmp_path, sp
     rng = random.Random(seed)
     topic, table = unique("dbz-avro"), f"it.{unique('customers_avro')}"
     create_topic(kafka.bootstrap, topic, 4)
-    ser = serializer(registry.url, ENVELOPE)
-
-    def envelope(ch: dict[str, Any]) -> bytes:
-        row = {**ch["row"], "updated": int(UPDATED.replace(tzinfo=UTC).timestamp()) * 1_000_000 + ch["version"]}
-        return encode(ser, topic, {
-            "before": row if ch["op"] in ("u", "d") else None, "after": None if ch["op"] == "d" else row,
-            "op": ch["op"], "ts_ms": 1795600000000 + ch["version"],
-            "source": {"lsn": ch["version"], "table": "customers", "db": "shop"}})
+    envelope = debezium_encoder(registry.url, topic)
 
     # ~5 batches of 4,000: each kill lands in a running batch with batches still to come
     stream = generate(2_000, 20_000, seed=47, debezium=True, kafka_tombstones=True, encoder=envelope)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tests.chaos.checks import reported_gaps
-from tests.chaos.schedule import APPEND_ONLY, KINDS, plan
+from tests.chaos.schedule import APPEND_ONLY, FULL_KINDS, FULL_PIPELINES, KINDS, SERVICES, plan
 
 
 def test_the_same_seed_gives_the_same_faults_and_another_seed_others() -> None:
@@ -23,6 +23,22 @@ def test_a_long_run_meets_every_kind_and_leaves_a_quiet_tail() -> None:
         assert all(f.at + f.duration <= 1800 - 30 for f in faults)
         assert all(f.pipeline == "append" for f in faults if f.kind in APPEND_ONLY)
         assert all(b.at >= a.at + a.duration for a, b in itertools.pairwise(faults))  # one at a time
+
+
+def test_the_full_stack_meets_its_services_faults_and_the_avro_pipeline() -> None:
+    for seed in range(5):
+        faults = plan(seed, 1800, kinds=FULL_KINDS, pipelines=FULL_PIPELINES)
+        print(f"seed {seed}: {len(faults)} faults")
+        assert {f.kind for f in faults} == set(FULL_KINDS)
+        assert {f.pipeline for f in faults if f.kind in SERVICES} == {"-"}
+        assert {f.pipeline for f in faults if f.kind == "kill"} <= set(FULL_PIPELINES)
+        assert any(f.pipeline == "avro" for f in faults)
+        assert all(b.at >= a.at + a.duration for a, b in itertools.pairwise(faults))
+
+
+def test_the_local_stack_draws_no_service_fault() -> None:
+    assert not {f.kind for s in range(5) for f in plan(s, 1800)} & {"registry", "rest", "store"}
+    assert not any(f.pipeline == "avro" for s in range(5) for f in plan(s, 1800))
 
 
 def test_gaps_are_read_from_the_alerts_the_runs_logged(tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ class Ledger:
         if self.cfg.source.on_topic_recreated == "stop":
             raise TopicRecreatedError(stop_message(self.cfg.name, found, f"Nothing more was written to {table}."))
         new = wm.restarted(stale)
-        set_property(self.spark, table, self.cfg.name, new)
+        set_property(self.spark, table, self.cfg.name, new, marks=True)
         self.topics.voided |= {(table, t) for t in stale}
         for t, r in found.items():
             were = [f"{a}[{b}] {o}" for (a, b), o in sorted(wm.offsets.items()) if a == t]

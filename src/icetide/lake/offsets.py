@@ -17,8 +17,13 @@ metadata grows with the partitions a batch touched, not with partitions × snaps
 older icetide versions also carry ``icetide.watermark``, the cumulative map; it is folded in too.)
 
 A recreated topic's offsets start at 0 again (#41): a commit also records ``icetide.topic-ids``
-(``{"topic": "<Kafka topic id>"}``) where the table did not hold them yet, and the property's
-``restarts`` sets the offsets of a deleted topic aside (:func:`fold_watermark`).
+(``{"topic": "<Kafka topic id>"}``) where the table did not hold them yet, and *restart marks* set
+the offsets of a deleted topic aside (:func:`fold_watermark`). The marks live in their own property,
+``icetide.restarts.<pipeline>``, which only the pipeline writes (when it finds a topic recreated),
+never maintenance: a mirror maintenance computed from an older view of the table can replace the
+watermark property, but not the marks; and a mirror taken at or before a topic's mark gives that
+topic nothing (its offsets there are the deleted topic's). The watermark property carries the marks
+too (as earlier versions wrote them): the two are merged, the newest mark per topic wins.
 
 Before writing, rows below the table's watermark are dropped, so a replayed batch (crash, restart,
 lost checkpoint) never lands twice, whichever tables it had reached.
@@ -26,13 +31,13 @@ lost checkpoint) never lands twice, whichever tables it had reached.
 
 from __future__ import annotations
 
-import base64
 import json
-import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from icetide.identifiers import validate_pipeline
+from icetide.lake.offset_codec import decode_map, encode_map, pack, safe_value, unpack
+from icetide.lake.restart_marks import Mark, Restarts, merge_marks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,45 +53,11 @@ K_WATERMARK = "icetide.watermark"
 K_PLANNED_AT = "icetide.batch-planned-at-ms"
 K_TOPIC_IDS = "icetide.topic-ids"
 PROPERTY_PREFIX = "icetide.watermark."
+RESTARTS_PREFIX = "icetide.restarts."
 #: Snapshots committed up to this long before the mirror are folded in too (clock skew).
 MIRROR_SLACK_MS = 5 * 60 * 1000
 
 TopicPartition = tuple[str, int]
-#: The newest tagged snapshot (run, batch, committed at ms) when a topic was found recreated.
-Mark = tuple[str, int, int]
-
-
-def _encode(d: dict[TopicPartition, Any]) -> str:
-    out: dict[str, dict[str, Any]] = {}
-    for (topic, part), v in sorted(d.items()):
-        out.setdefault(topic, {})[str(part)] = list(v) if isinstance(v, tuple) else v
-    return json.dumps(out, separators=(",", ":"), sort_keys=True)
-
-
-#: Summary values longer than this are deflated (many partitions per batch).
-PACK_OVER = 1024
-_PACKED = "z1:"
-
-
-def pack(text: str) -> str:
-    """``text``, deflated and base64url-encoded (no padding) behind ``z1:`` when longer than PACK_OVER."""
-    if len(text) <= PACK_OVER:
-        return text
-    return _PACKED + base64.urlsafe_b64encode(zlib.compress(text.encode(), 9)).decode().rstrip("=")
-
-
-def unpack(text: str) -> str:
-    if not text.startswith(_PACKED):
-        return text
-    body = text[len(_PACKED):]
-    return zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))).decode()
-
-
-def _decode(text: str | None) -> dict[TopicPartition, Any]:
-    if not text:
-        return {}
-    raw = json.loads(unpack(text))
-    return {(t, int(p)): (tuple(v) if isinstance(v, list) else v) for t, ps in raw.items() for p, v in ps.items()}
 
 
 @dataclass(frozen=True)
@@ -97,7 +68,7 @@ class BatchRanges:
     planned_at_ms: int | None = None
 
     def encode(self) -> str:
-        return _encode(self.ranges)
+        return encode_map(self.ranges)
 
     def ends(self) -> dict[TopicPartition, int]:
         return {tp: end for tp, (_, end) in self.ranges.items()}
@@ -182,7 +153,7 @@ class Watermark:
         return merged.offsets
 
     def encode(self) -> str:
-        return _encode(self.offsets)
+        return encode_map(self.offsets)
 
     @classmethod
     def from_summary(cls, summary: dict[str, str], committed_at_ms: int = 0) -> Watermark:
@@ -190,7 +161,7 @@ class Watermark:
         cumulative map); :func:`read_watermark` folds every snapshot since the mirror."""
         ranges = BatchRanges.decode(summary.get(K_BATCH_OFFSETS))
         wm = cls(
-            offsets={k: int(v) for k, v in _decode(summary.get(K_WATERMARK)).items()},
+            offsets={k: int(v) for k, v in decode_map(summary.get(K_WATERMARK)).items()},
             run=summary.get(K_RUN, ""),
             batch=int(summary.get(K_BATCH, -1)),
             batch_ranges=ranges,
@@ -262,7 +233,8 @@ def read_watermark(spark: SparkSession, table: str, pipeline: str) -> Watermark 
     fenced commit expects); with none left, the property's.
     """
     validate_pipeline(pipeline)
-    prop = table_property(spark, table, PROPERTY_PREFIX + pipeline)
+    props = table_properties(spark, table)
+    prop = props.get(PROPERTY_PREFIX + pipeline)
     base = Watermark.from_property(prop) if prop else None
     since = f"AND unix_millis(s.committed_at) >= {int(base.committed_at_ms) - MIRROR_SLACK_MS} " if base else ""
     rows = spark.sql(
@@ -271,7 +243,8 @@ def read_watermark(spark: SparkSession, table: str, pipeline: str) -> Watermark 
         f"WHERE h.is_current_ancestor AND s.summary['{K_PIPELINE}'] = '{pipeline}' {since}"
         f"ORDER BY h.made_current_at DESC, s.committed_at DESC"
     ).collect()
-    return fold_watermark(base, [(dict(r["summary"]), int(r["ts"])) for r in rows])
+    return fold_watermark(base, [(dict(r["summary"]), int(r["ts"])) for r in rows],
+                          Restarts.parse(props.get(RESTARTS_PREFIX + pipeline)))
 
 
 def watermark_from(props: dict[str, str], snapshots: list[Snapshot], pipeline: str) -> Watermark | None:
@@ -282,17 +255,29 @@ def watermark_from(props: dict[str, str], snapshots: list[Snapshot], pipeline: s
     floor = int(base.committed_at_ms) - MIRROR_SLACK_MS if base else None
     tagged = sorted((s for s in snapshots if s.ancestry is not None and s.summary.get(K_PIPELINE) == pipeline
                      and (floor is None or s.committed_at_ms >= floor)), key=lambda s: s.ancestry or 0)
-    return fold_watermark(base, [(s.summary, s.committed_at_ms) for s in tagged])
+    return fold_watermark(base, [(s.summary, s.committed_at_ms) for s in tagged],
+                          Restarts.parse(props.get(RESTARTS_PREFIX + pipeline)))
 
 
-def fold_watermark(base: Watermark | None, tagged: list[tuple[dict[str, str], int]]) -> Watermark | None:
+def fold_watermark(base: Watermark | None, tagged: list[tuple[dict[str, str], int]],
+                   restarts: Restarts | None = None) -> Watermark | None:
     """The property's watermark ``base`` folded with the pipeline's tagged ancestors (newest first).
 
-    A topic the property marks as restarted (``restarts``) takes nothing from the marked snapshot
-    and older ones: their offsets belong to the deleted topic. Topic ids: the newest wins."""
+    A topic marked as restarted (``restarts``, from ``icetide.restarts.<pipeline>``, merged with the
+    property's own marks) takes nothing from the marked snapshot and older ones, nor from a property
+    taken before its mark or at it (its offsets there are the deleted topic's; its id is the mark's
+    when the mark tells it). Topic ids: the newest wins."""
+    restarts = restarts or Restarts()
+    marks = merge_marks(base.restarts if base is not None else {}, restarts.marks)
+    if base is not None and marks:
+        old = {t for t, m in marks.items() if not _after(base, m)}
+        ids = {t: i for t, i in base.topic_ids.items() if t in old and (base.run, base.batch, base.committed_at_ms)
+               == marks[t]}  # the property the restart itself wrote holds the new id
+        base = base.without(old)
+        base.topic_ids.update({**ids, **{t: i for t, i in restarts.ids.items() if t in old}})
+        base.restarts = dict(marks)
     if not tagged:
         return base
-    marks = base.restarts if base is not None else {}
     gone: set[str] = set()
     newest: Watermark | None = None
     for summary, ts in tagged:
@@ -308,15 +293,22 @@ def fold_watermark(base: Watermark | None, tagged: list[tuple[dict[str, str], in
     if base is not None:
         newest.fold(base.offsets)
         newest.topic_ids = {**base.topic_ids, **newest.topic_ids}
-        newest.restarts = dict(base.restarts)
+    newest.restarts = dict(marks)
     return newest
 
 
+def _after(wm: Watermark, mark: Mark) -> bool:
+    """Whether the property ``wm`` was taken after the snapshot ``mark`` (from a later commit)."""
+    run, batch, ts = mark
+    return wm.committed_at_ms > ts or (wm.committed_at_ms == ts and wm.run == run and wm.batch > batch)
+
+
+def table_properties(spark: SparkSession, table: str) -> dict[str, str]:
+    return {str(row["key"]): str(row["value"]) for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+
+
 def table_property(spark: SparkSession, table: str, key: str) -> str | None:
-    for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect():
-        if row["key"] == key:
-            return str(row["value"])
-    return None
+    return table_properties(spark, table).get(key)
 
 
 def resume_offsets(watermarks: list[Watermark]) -> dict[TopicPartition, int]:
@@ -366,18 +358,17 @@ def _newer(current: str | None, wm: Watermark) -> bool:
                 and have.restarts == wm.restarts)
 
 
-_SAFE_PROPERTY_VALUE = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-{}[]:," ')
-
-
 def property_value(wm: Watermark) -> str:
     """``wm`` as its property value, checked against a narrow alphabet (it is written into SQL)."""
-    value = wm.to_property()
-    if not set(value) <= _SAFE_PROPERTY_VALUE:
-        raise ValueError(f"refusing to write an unexpected watermark value: {value[:200]}")
-    return value
+    return safe_value(wm.to_property())
 
 
-def set_property(spark: SparkSession, table: str, pipeline: str, wm: Watermark) -> None:
-    """Write ``wm`` into ``icetide.watermark.<pipeline>`` (values checked: nothing else reaches SQL)."""
-    value = property_value(wm)
-    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{PROPERTY_PREFIX}{validate_pipeline(pipeline)}' = '{value}')")
+def set_property(spark: SparkSession, table: str, pipeline: str, wm: Watermark, marks: bool = False) -> None:
+    """Write ``wm`` into ``icetide.watermark.<pipeline>`` (values checked: nothing else reaches SQL);
+    ``marks``: its restart marks into ``icetide.restarts.<pipeline>`` too, in the same commit (only
+    the pipeline, when it sets a recreated topic aside: never a mirror)."""
+    name = validate_pipeline(pipeline)
+    pairs = [f"'{PROPERTY_PREFIX}{name}' = '{property_value(wm)}'"]
+    if marks and wm.restarts:
+        pairs.append(f"'{RESTARTS_PREFIX}{name}' = '{Restarts.of(wm.restarts, wm.topic_ids).value()}'")
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({', '.join(pairs)})")
