@@ -75,6 +75,44 @@ def test_a_crash_between_merge_and_tombstones_never_lets_an_older_change_resurre
     assert rows == {2: "b2"}
 
 
+def test_a_kill_between_a_merge_on_its_branch_and_its_publish_lands_the_batch_once(  # type: ignore[no-untyped-def]
+        kafka, spark, lake, tmp_path) -> None:
+    """The fenced MERGE is on its branch, not yet on main, when the process dies: main holds none
+    of it, and the next run lands the batch exactly once (the branch left behind is not main's)."""
+    topic, table = unique("cdcp"), f"it.{unique('cdcp')}"
+    create_topic(kafka.bootstrap, topic, 1)
+    cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"ordering": "version"})
+    log = tmp_path / "run.log"
+
+    def send(*changes: dict[str, Any]) -> None:
+        stream = ChangeStream(messages=[(int(ch["id"]), dumps(ch)) for ch in changes])
+        send_changes(kafka.bootstrap, topic, stream, partitions=1)
+
+    send(*({"id": i, "name": f"n{i}", "balance": float(i), "op": "insert", "version": 1} for i in range(10)))
+    run_in_process(spark, cfg)
+    send({"id": 1, "name": "n1", "balance": 1.0, "op": "delete", "version": 2},
+         {"id": 2, "name": "two", "balance": 2.5, "op": "update", "version": 2},
+         {"id": 10, "name": "ten", "balance": 10.0, "op": "insert", "version": 1})
+    killed = start(cfg, log, "--until-idle", "--for", "600", fault="between_write_and_publish")
+    assert killed.wait(700) == -9, log.read_text()[-3000:]
+    assert "fault injection: killing the process at between_write_and_publish" in log.read_text()
+    spark.catalog.refreshTable(f"icetide.{table}")
+    before = {r[0]: r[1] for r in spark.sql(f"SELECT id, name FROM icetide.{table}").collect()}
+    assert before == {i: f"n{i}" for i in range(10)}  # nothing of the batch on main
+    branches = [r[0] for r in spark.sql(f"SELECT name FROM icetide.{table}.refs WHERE type = 'BRANCH'").collect()]
+    assert [b for b in branches if b.startswith("icetide_")], branches  # the write reached its branch
+    run_in_process(spark, cfg)
+    spark.catalog.refreshTable(f"icetide.{table}")
+    rows = {r[0]: r[1] for r in spark.sql(f"SELECT id, name FROM icetide.{table}").collect()}
+    assert rows == {**{i: f"n{i}" for i in range(10) if i != 1}, 2: "two", 10: "ten"}
+    tombs = {(r[0], r[1]) for r in spark.sql(f"SELECT id, _cdc_ordering FROM icetide.{table}_tombstones").collect()}
+    assert tombs == {(1, 2)}
+    snaps = spark.sql(f"SELECT summary['icetide.batch'] FROM icetide.{table}.snapshots s "
+                      f"JOIN icetide.{table}.history h ON s.snapshot_id = h.snapshot_id "
+                      "WHERE h.is_current_ancestor AND s.summary['icetide.pipeline'] IS NOT NULL").collect()
+    assert len(snaps) == 2, snaps  # the first batch and the replayed one: one commit each on main
+
+
 
 def test_a_changes_own_fields_named_like_the_helper_columns_are_kept(spark) -> None:  # type: ignore[no-untyped-def]
     """#41 (6): a change's fields named ``_rn``, ``_TB`` and ``_tb_0`` (any case: Spark resolves names

@@ -99,7 +99,7 @@ final class JsonRowDecoder {
     if (value == null || value.length == 0) {
       return;
     }
-    if (JsonChecks.utf8(value) != null) {
+    if (Utf8.check(value) != null) {
       hasShape = true; // JsonScan: a failed check, an unknown shape
       return;
     }

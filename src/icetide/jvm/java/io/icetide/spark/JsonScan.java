@@ -77,7 +77,7 @@ public final class JsonScan implements UDF1<byte[], Row> {
     if (factory == null) {
       factory = factory(maxDepth);
     }
-    String invalid = JsonChecks.utf8(value);
+    String invalid = Utf8.check(value);
     if (invalid != null) {
       return RowFactory.create(invalid, UNKNOWN);
     }
@@ -123,7 +123,7 @@ public final class JsonScan implements UDF1<byte[], Row> {
       return classify(String.valueOf(e.getOriginalMessage()), maxDepth);
     } catch (CharConversionException e) {
       checks.parserError();
-      return "invalid_utf8\tthe record is not valid UTF-8: " + JsonChecks.clip(String.valueOf(e.getMessage()), 120);
+      return "invalid_utf8\tthe record is not valid UTF-8: " + Utf8.clip(String.valueOf(e.getMessage()), 120);
     } catch (IOException | RuntimeException e) {
       checks.parserError();
       return null; // malformed: Spark's own reader classifies it
@@ -133,10 +133,10 @@ public final class JsonScan implements UDF1<byte[], Row> {
   /** The check a parser error is, or null (malformed: Spark's own reader classifies it). */
   static String classify(String m, int maxDepth) {
     if (m.startsWith("Duplicate field")) {
-      return "duplicate_key\tthe record has a field twice in one object: " + JsonChecks.clip(m, 160);
+      return "duplicate_key\tthe record has a field twice in one object: " + Utf8.clip(m, 160);
     }
     if (m.contains("UTF-8") || m.contains("UTF8")) {
-      return "invalid_utf8\tthe record is not valid UTF-8: " + JsonChecks.clip(m, 120);
+      return "invalid_utf8\tthe record is not valid UTF-8: " + Utf8.clip(m, 120);
     }
     if (m.contains("Non-standard token") || m.contains("NaN") || m.contains("Infinity")) {
       return "non_finite_number\tNaN and Infinity are not JSON numbers; send null (or a string) instead";

@@ -1,35 +1,18 @@
 package io.icetide.spark;
 
 import java.util.ArrayList;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.UUID;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.connector.catalog.CatalogPlugin;
-import org.apache.spark.sql.connector.catalog.Identifier;
-import org.apache.spark.sql.connector.catalog.SupportsWrite;
-import org.apache.spark.sql.connector.catalog.Table;
-import org.apache.spark.sql.connector.catalog.TableCatalog;
-import org.apache.spark.sql.connector.distributions.UnspecifiedDistribution;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
-import org.apache.spark.sql.connector.write.LogicalWriteInfoImpl;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfoImpl;
-import org.apache.spark.sql.connector.write.RequiresDistributionAndOrdering;
-import org.apache.spark.sql.connector.write.Write;
-import org.apache.spark.sql.connector.write.WriteBuilder;
-import org.apache.spark.sql.connector.write.WriterCommitMessage;
-import org.apache.spark.sql.types.BooleanType$;
-import org.apache.spark.sql.types.IntegerType$;
-import org.apache.spark.sql.types.LongType$;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import scala.reflect.ClassTag$;
 
 /**
@@ -52,6 +35,12 @@ import scala.reflect.ClassTag$;
  * The batch is read once, with no cache and no scan per table; each task reports, per table, the
  * record shapes it saw (see {@link JsonScan}) and a value of each, so the caller can refuse to commit a table whose
  * records carry something its schema lacks, and how many rows named no table here.
+ *
+ * <p>Who does what: this class is the driver's job (the tables, in order; one Spark job; the
+ * per-table results and commits). {@link WriteTargets} makes each table's connector write and
+ * checks the frames; {@link WriteTasks} is the write task (one per partition); {@link Decoding}
+ * and {@link JsonRowDecoder} decode a JSON record once in it; {@link Routing} names a record's
+ * table; {@link TableWrite} holds one table's results and commits or drops its files.
  */
 public final class MultiTableWrite {
   private final SparkSession spark;
@@ -75,8 +64,8 @@ public final class MultiTableWrite {
    */
   public String add(
       String catalog, String namespace, String table, Dataset<Row> frame, Map<String, String> options) {
-    Object made = prepare(catalog, namespace, table, checkFrame(frame), frame, options);
-    return register(made);
+    checkNotRan();
+    return register(WriteTargets.prepare(spark, catalog, namespace, table, WriteTargets.checkFrame(frame), frame, options));
   }
 
   /**
@@ -87,7 +76,14 @@ public final class MultiTableWrite {
    */
   public String addTarget(
       String catalog, String namespace, String table, StructType rowSchema, Map<String, String> options) {
-    return register(prepare(catalog, namespace, table, rowSchema, null, options));
+    checkNotRan();
+    return register(WriteTargets.prepare(spark, catalog, namespace, table, rowSchema, null, options));
+  }
+
+  private void checkNotRan() {
+    if (ran) {
+      throw new IllegalStateException("the job already ran");
+    }
   }
 
   private String register(Object made) {
@@ -106,70 +102,6 @@ public final class MultiTableWrite {
       byName.put(target.name, target);
     }
     return null;
-  }
-
-  private static StructType checkFrame(Dataset<Row> frame) {
-    StructType schema = frame.schema();
-    if (schema.fields().length != 3
-        || !(schema.fields()[0].dataType() instanceof BooleanType$)
-        || !(schema.fields()[1].dataType() instanceof LongType$)
-        || !(schema.fields()[2].dataType() instanceof StructType)) {
-      throw new IllegalArgumentException(
-          "frame must have columns (good boolean, ts long, row struct), not " + schema.simpleString());
-    }
-    return (StructType) schema.fields()[2].dataType();
-  }
-
-  /** A {@link TableWrite}, or why the table cannot be written here. Safe to call from many threads. */
-  private Object prepare(
-      String catalog,
-      String namespace,
-      String table,
-      StructType rowSchema,
-      Dataset<Row> frame,
-      Map<String, String> options) {
-    if (ran) {
-      throw new IllegalStateException("the job already ran");
-    }
-    CatalogPlugin plugin = spark.sessionState().catalogManager().catalog(catalog);
-    if (!(plugin instanceof TableCatalog)) {
-      return "catalog " + catalog + " is not a table catalog";
-    }
-    Table loaded;
-    try {
-      loaded = ((TableCatalog) plugin).loadTable(Identifier.of(new String[] {namespace}, table));
-    } catch (Exception e) {
-      return "cannot load " + namespace + "." + table + ": " + e.getMessage();
-    }
-    if (!(loaded instanceof SupportsWrite)) {
-      return "table does not support writes";
-    }
-    String queryId = UUID.randomUUID().toString();
-    WriteBuilder builder =
-        ((SupportsWrite) loaded)
-            .newWriteBuilder(
-                LogicalWriteInfoImpl.apply(
-                    queryId,
-                    rowSchema,
-                    new CaseInsensitiveStringMap(options),
-                    java.util.Optional.empty(),
-                    java.util.Optional.empty()));
-    Write write;
-    try {
-      write = builder.build();
-    } catch (RuntimeException e) {
-      return "the rows do not match the table as they are: " + e.getMessage();
-    }
-    if (write instanceof RequiresDistributionAndOrdering) {
-      RequiresDistributionAndOrdering req = (RequiresDistributionAndOrdering) write;
-      if (!(req.requiredDistribution() instanceof UnspecifiedDistribution)) {
-        return "the table asks for a write distribution (write.distribution-mode)";
-      }
-      if (req.requiredOrdering().length > 0) {
-        return "the table asks for a write ordering (sort order, or fan-out writer off)";
-      }
-    }
-    return new TableWrite(namespace + "." + table, frame, rowSchema.fields().length, write.toBatch());
   }
 
   /** Writes every added table's files in one Spark job; nothing is committed yet. */
@@ -194,9 +126,7 @@ public final class MultiTableWrite {
     JavaRDD<InternalRow>[] rdds = new JavaRDD[n];
     for (int i = 0; i < n; i++) {
       TableWrite t = targets.get(i);
-      rdds[i] =
-          JavaRDD.fromRDD(
-              t.frame.queryExecution().toRdd(), ClassTag$.MODULE$.apply(InternalRow.class));
+      rdds[i] = rows(t.frame);
       int parts = rdds[i].getNumPartitions();
       starts[i + 1] = starts[i] + parts;
       factories[i] = t.batchWrite.createBatchWriterFactory(new PhysicalWriteInfoImpl(parts));
@@ -204,16 +134,8 @@ public final class MultiTableWrite {
     }
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     JavaRDD<InternalRow> all = jsc.union(rdds);
-    List<TaskResult> results;
-    try {
-      results =
-          all.mapPartitionsWithIndex(
-                  (index, rows) -> WriteTasks.writePartition(index, rows, starts, factories, widths), false)
-              .collect();
-    } catch (RuntimeException e) {
-      abortAll();
-      throw e;
-    }
+    List<TaskResult> results = collect(all.mapPartitionsWithIndex(
+        (index, rows) -> WriteTasks.writePartition(index, rows, starts, factories, widths), false));
     collectResults(results, Integer.MAX_VALUE);
   }
 
@@ -262,46 +184,17 @@ public final class MultiTableWrite {
           "order names " + n + " tables and structOf " + structOf.length + ", but " + targets.size()
               + " were added");
     }
-    if (schema.fields().length < 5
-        || !(schema.fields()[0].dataType() instanceof IntegerType$)
-        || !(schema.fields()[1].dataType() instanceof BooleanType$)
-        || !(schema.fields()[2].dataType() instanceof LongType$)
-        || !(schema.fields()[3].dataType() instanceof LongType$)) {
-      throw new IllegalArgumentException(
-          "frame must have columns (idx int, good boolean, ts long, shape long, row structs), not "
-              + schema.simpleString());
-    }
-    int[] columns = new int[n];
-    for (int i = 0; i < n; i++) {
-      TableWrite t = target(order[i]);
-      columns[i] = 4 + structOf[i];
-      if (columns[i] < 4
-          || columns[i] >= schema.fields().length
-          || !(schema.fields()[columns[i]].dataType() instanceof StructType)
-          || ((StructType) schema.fields()[columns[i]].dataType()).fields().length != t.width) {
-        throw new IllegalArgumentException("column " + columns[i] + " does not hold " + t.name + "'s rows");
-      }
-    }
-    reorder(order);
-    JavaRDD<InternalRow> rdd =
-        JavaRDD.fromRDD(frame.queryExecution().toRdd(), ClassTag$.MODULE$.apply(InternalRow.class));
-    DataWriterFactory[] factories = factories(rdd.getNumPartitions());
     int[] widths = new int[n];
     for (int i = 0; i < n; i++) {
-      widths[i] = targets.get(i).width;
+      widths[i] = target(order[i]).width;
     }
-    List<TaskResult> results;
-    try {
-      results =
-          rdd.mapPartitionsWithIndex(
-                  (index, rows) ->
-                      WriteTasks.writeRouted(index, rows, factories, columns, widths, maxShapes, sampleColumn),
-                  false)
-              .collect();
-    } catch (RuntimeException e) {
-      abortAll();
-      throw e;
-    }
+    int[] columns = WriteTargets.routedColumns(schema, order, structOf, widths);
+    reorder(order);
+    JavaRDD<InternalRow> rdd = rows(frame);
+    DataWriterFactory[] factories = factories(rdd.getNumPartitions());
+    List<TaskResult> results = collect(rdd.mapPartitionsWithIndex(
+        (index, rows) -> WriteTasks.writeRouted(index, rows, factories, columns, widths, maxShapes, sampleColumn),
+        false));
     collectResults(results, maxShapes);
   }
 
@@ -368,19 +261,10 @@ public final class MultiTableWrite {
           routeTables.clone(), schema.fieldIndex("_kafka_topic"), Routing.bind(frame, fallback));
     }
     reorder(order);
-    JavaRDD<InternalRow> rdd =
-        JavaRDD.fromRDD(frame.queryExecution().toRdd(), ClassTag$.MODULE$.apply(InternalRow.class));
+    JavaRDD<InternalRow> rdd = rows(frame);
     DataWriterFactory[] factories = factories(rdd.getNumPartitions());
-    List<TaskResult> results;
-    try {
-      results =
-          rdd.mapPartitionsWithIndex(
-                  (index, rows) -> WriteTasks.writeDecoded(index, rows, factories, decoding, maxShapes), false)
-              .collect();
-    } catch (RuntimeException e) {
-      abortAll();
-      throw e;
-    }
+    List<TaskResult> results = collect(rdd.mapPartitionsWithIndex(
+        (index, rows) -> WriteTasks.writeDecoded(index, rows, factories, decoding, maxShapes), false));
     collectResults(results, maxShapes);
   }
 
@@ -407,16 +291,7 @@ public final class MultiTableWrite {
    * text; null when one of them has none (its values passed {@link #SAMPLE_BYTES}).
    */
   public String[] samples(String table, long[] wanted) {
-    Map<Long, byte[]> s = target(table).samples;
-    String[] out = new String[wanted.length];
-    for (int i = 0; i < wanted.length; i++) {
-      byte[] v = s.get(wanted[i]);
-      if (v == null) {
-        return null;
-      }
-      out[i] = new String(v, java.nio.charset.StandardCharsets.UTF_8);
-    }
-    return out;
+    return target(table).samplesOf(wanted);
   }
 
   /** Rows of the routed job whose {@code idx} named no table of it. */
@@ -426,16 +301,7 @@ public final class MultiTableWrite {
 
   /** The distinct shapes of {@code table}'s rows in the routed job; null when there were too many. */
   public long[] shapes(String table) {
-    HashSet<Long> s = target(table).shapes;
-    if (s == null) {
-      return null;
-    }
-    long[] out = new long[s.size()];
-    int k = 0;
-    for (long v : s) {
-      out[k++] = v;
-    }
-    return out;
+    return target(table).shapeArray();
   }
 
   /** Tables added so far (namespace.table), in the order they were added. */
@@ -447,12 +313,25 @@ public final class MultiTableWrite {
     return out;
   }
 
+  /** The tasks' reports; on a failure every table's files are dropped first. */
+  private List<TaskResult> collect(JavaRDD<TaskResult> tasks) {
+    try {
+      return tasks.collect();
+    } catch (RuntimeException e) {
+      abortAll();
+      throw e;
+    }
+  }
+
+  private static JavaRDD<InternalRow> rows(Dataset<Row> frame) {
+    return JavaRDD.fromRDD(frame.queryExecution().toRdd(), ClassTag$.MODULE$.apply(InternalRow.class));
+  }
+
   private void abortAll() {
     for (TableWrite t : targets) {
       abort(t.name);
     }
   }
-
 
   private TableWrite target(String name) {
     TableWrite t = byName.get(name);

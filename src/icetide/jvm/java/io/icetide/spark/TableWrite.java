@@ -102,4 +102,31 @@ final class TableWrite {
   void discard(org.apache.hadoop.conf.Configuration conf) {
     WrittenFiles.delete(conf, messages);
   }
+
+  /** The sample of each of {@code wanted} shapes as UTF-8 text; null when one of them has none. */
+  String[] samplesOf(long[] wanted) {
+    String[] out = new String[wanted.length];
+    for (int i = 0; i < wanted.length; i++) {
+      byte[] v = samples.get(wanted[i]);
+      if (v == null) {
+        return null;
+      }
+      out[i] = new String(v, java.nio.charset.StandardCharsets.UTF_8);
+    }
+    return out;
+  }
+
+  /** The distinct shapes seen; null when there were too many. */
+  long[] shapeArray() {
+    HashSet<Long> s = shapes;
+    if (s == null) {
+      return null;
+    }
+    long[] out = new long[s.size()];
+    int k = 0;
+    for (long v : s) {
+      out[k++] = v;
+    }
+    return out;
+  }
 }
