@@ -89,14 +89,16 @@ class Pipeline:
         return self.workdir / "checkpoint"
 
 
-def configs(kafka: LocalKafka, lake: Path, work: Path, prefix: str) -> dict[str, dict[str, Any]]:
-    """The ``append`` and ``cdc`` pipelines' configs, by key."""
+def configs(kafka: LocalKafka, lake: Path, work: Path, prefix: str, orphan_age: float = 3600
+            ) -> dict[str, dict[str, Any]]:
+    """The ``append`` and ``cdc`` pipelines' configs, by key (``orphan_age``: orphan cleanup's age
+    floor; under an hour only with ``ICETIDE_ORPHAN_FLOOR_SECONDS`` set)."""
     catalog = {"type": "jdbc", "uri": f"jdbc:sqlite:{lake / 'catalog.db'}", "warehouse": str(lake / "warehouse")}
     maintenance = {"in_run": True, "interval": "30 seconds", "min_interval": "15 seconds",
                    "log_table": "chaos.maintenance",
                    "policy": {"hot_partition_quiet_seconds": 20, "min_input_files": 3, "snapshots_trigger": 15,
                               "snapshot_retain_last": 5, "snapshot_max_age_seconds": 30, "manifests_trigger": 8,
-                              "orphan_min_age_seconds": 3600,
+                              "orphan_min_age_seconds": orphan_age,
                               "steps": ["expire_snapshots", "rewrite_data_files", "rewrite_position_delete_files",
                                         "rewrite_manifests", "remove_orphan_files"]}}
     stream = {"trigger_interval": "2 seconds", "takeover_after": "10 seconds", "restart_attempts": 50}

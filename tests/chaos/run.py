@@ -46,8 +46,9 @@ RATE = 100.0  # append records a second
 
 
 class Chaos:
-    def __init__(self, seed: int, minutes: float, work: Path, stack: str = "local") -> None:
+    def __init__(self, seed: int, minutes: float, work: Path, stack: str = "local", orphan_age: float = 3600) -> None:
         self.seed, self.seconds, self.work, self.full = seed, minutes * 60, work, stack == "full"
+        self.orphan_age = orphan_age
         self.prefix = f"chaos{seed}"
         self.faults = (plan(seed, self.seconds, kinds=FULL_KINDS, pipelines=FULL_PIPELINES) if self.full
                        else plan(seed, self.seconds, kinds=KINDS, pipelines=PIPELINES))
@@ -73,7 +74,9 @@ class Chaos:
         for t in self.topics:
             create_topic(self.kafka.bootstrap, t, 2)
         create_topic(self.kafka.bootstrap, f"{self.prefix}-cdc", 2)
-        raws = configs(self.kafka, self.lake, self.work, self.prefix)
+        if self.orphan_age < 3600:  # icetide is the only writer here: its in-flight markers alone protect
+            os.environ["ICETIDE_ORPHAN_FLOOR_SECONDS"] = str(self.orphan_age)
+        raws = configs(self.kafka, self.lake, self.work, self.prefix, self.orphan_age)
         if self.full:
             for service in (self.registry, self.store, self.rest):
                 service.reset()
@@ -156,6 +159,7 @@ class Chaos:
                 p.exits.append(code)
         report = checks.run_all(self)
         report.update(seed=self.seed, minutes=self.seconds / 60, stack="full" if self.full else "local",
+                      orphan_age=self.orphan_age,
                       faults=self.done,
                       machine=f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}")
         for c in report["checks"]:
@@ -285,12 +289,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stack", choices=("local", "full"), default="local",
                     help="full: also a schema registry, an object store and a REST catalog, an Avro CDC "
                          "pipeline into them and their faults")
+    ap.add_argument("--orphan-age", type=float, default=3600,
+                    help="orphan cleanup's age floor in seconds (under 3600: files a minute old can be orphans, so "
+                         "only icetide's in-flight markers protect its writes)")
     ap.add_argument("--record", action="store_true", help="write the result to tests/chaos/results/")
     args = ap.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix=f"icetide-chaos-{args.seed}-"))
     print(f"chaos run: seed {args.seed}, {args.minutes} minutes, {args.stack} stack, work folder {work} "
-          f"(replay: scripts/chaos.sh --seed {args.seed} --minutes {args.minutes} --stack {args.stack})", flush=True)
-    report = Chaos(args.seed, args.minutes, work, args.stack).run()
+          f"(replay: scripts/chaos.sh --seed {args.seed} --minutes {args.minutes} --stack {args.stack} "
+          f"--orphan-age {args.orphan_age:g})", flush=True)
+    report = Chaos(args.seed, args.minutes, work, args.stack, args.orphan_age).run()
     ok = all(c["ok"] for c in report["checks"])
     if args.record:
         RESULTS.mkdir(exist_ok=True)

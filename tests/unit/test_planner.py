@@ -387,3 +387,16 @@ def test_no_revisit_without_a_partition_about_to_close() -> None:
     older = PartitionHealth('{"kind":"a"}', data_files=6, data_bytes=6 * 2**16, records=600, small_files=6,
                             last_write_ms=NOW - 30_000, size_hist={16: 6})
     assert plan_table(table(older), spec, policy, NOW).revisit_at_ms is None
+
+
+def test_the_orphan_age_floor_is_an_hour_unless_a_test_run_lowers_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from icetide.config.policy import MaintenancePolicy
+
+    with pytest.raises(ValueError, match="at least 3600"):
+        MaintenancePolicy(orphan_min_age_seconds=60)
+    monkeypatch.setenv("ICETIDE_ORPHAN_FLOOR_SECONDS", "30")  # the chaos run: icetide the only writer
+    assert MaintenancePolicy(orphan_min_age_seconds=60).orphan_min_age_seconds == 60
+    with pytest.raises(ValueError, match="at least 30"):
+        MaintenancePolicy(orphan_min_age_seconds=10)
+    monkeypatch.setenv("ICETIDE_ORPHAN_FLOOR_SECONDS", "7200")  # never raises the floor
+    assert MaintenancePolicy(orphan_min_age_seconds=3600).orphan_min_age_seconds == 3600
