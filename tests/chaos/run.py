@@ -144,7 +144,7 @@ class Chaos:
             p.reap()
             if len(p.exits) > before:
                 self.say(f"{p.name}: a run ended on its own (exit {p.exits[-1]}); started again")
-                if p.exits[-1] == 2:  # a configuration error: the harness's own mistake, not a finding
+                if p.exits[-1] == 2 and len(p.logs) <= 2:  # its first run refused the config: the harness's mistake
                     raise RuntimeError(f"{p.name} refused its configuration:\n"
                                        + p.logs[-2].read_text(errors="replace")[-2000:])
 

@@ -13,19 +13,13 @@ from icetide.config import load_config
 from icetide.errors import TopicRecreatedError
 from icetide.ingest import recreated
 from icetide.ingest.recreated import KafkaTopics, Recreated, Topics
-from icetide.lake.meta import Snapshot
 from icetide.lake.offsets import (
     K_TOPIC_IDS,
-    PROPERTY_PREFIX,
-    RESTARTS_PREFIX,
     BatchRanges,
-    Restarts,
     Watermark,
     commit_properties,
     fold_watermark,
-    merge_marks,
     resume_offsets,
-    watermark_from,
 )
 from tests.fixtures.configs import BASE, write
 
@@ -116,37 +110,6 @@ def test_set_aside_offsets_never_come_back_from_older_snapshots() -> None:
     assert (fold_watermark(prop, [(same_ids, 3_000), *tagged]) or Watermark()).offsets[("t", 0)] == 10
 
 
-def test_a_mirror_from_an_older_view_cannot_bring_a_deleted_topics_offsets_back() -> None:
-    """Maintenance mirrors the watermark from metadata it read before the pipeline set a recreated
-    topic aside, and writes it after (the review's race): the deleted topic's offsets and id are in
-    that mirror, its marks are not. The marks' own property keeps the new topic's records."""
-    older = commit_properties("p", "r0", 6, BatchRanges({("t", 0): (0, 19_000), ("u", 0): (0, 20)}), {"t": X})
-    newest = commit_properties("p", "r1", 7, BatchRanges({("t", 0): (19_000, 20_000), ("u", 0): (20, 30)}))
-    snaps = [Snapshot(2, 1_000, newest, 0), Snapshot(1, 900, older, 1)]
-    read = watermark_from({}, snaps, "p")
-    assert read is not None and read.offsets[("t", 0)] == 20_000
-    aside = read.restarted({"t": Y})  # the pipeline: both properties in one commit
-    props = {PROPERTY_PREFIX + "p": aside.to_property(),
-             RESTARTS_PREFIX + "p": Restarts.of(aside.restarts, aside.topic_ids).value()}
-    assert Restarts.parse(props[RESTARTS_PREFIX + "p"]) == Restarts({"t": ("r1", 7, 1_000)}, {"t": Y})
-    props[PROPERTY_PREFIX + "p"] = read.to_property()  # maintenance's mirror of the older view lands
-    later = commit_properties("p", "r2", 0, BatchRanges({("t", 0): (0, 1_500), ("u", 0): (30, 31)}))
-    now = watermark_from(props, [Snapshot(3, 2_000, later, 0), *(Snapshot(i, t, s, a + 1) for i, t, s, a in
-                                                                   [(2, 1_000, newest, 0), (1, 900, older, 1)])], "p")
-    assert now is not None and now.offsets == {("t", 0): 1_500, ("u", 0): 31}
-    assert now.topic_ids["t"] == Y and now.restarts == {"t": ("r1", 7, 1_000)}
-    # the snapshots expired: the stale mirror alone still gives the deleted topic nothing
-    alone = watermark_from(props, [], "p")
-    assert alone is not None and ("t", 0) not in alone.offsets and alone.offsets[("u", 0)] == 30
-    assert alone.topic_ids == {"t": Y}
-    # a mirror taken after the mark (from the new topic's commits) counts in full
-    props[PROPERTY_PREFIX + "p"] = now.to_property()
-    assert (watermark_from(props, [], "p") or Watermark()).offsets == {("t", 0): 1_500, ("u", 0): 31}
-    # a topic recreated twice: the newer mark wins, whichever property holds it
-    assert merge_marks({"t": ("r1", 7, 1_000)}, {"t": ("r3", 2, 5_000)}) == {"t": ("r3", 2, 5_000)}
-    assert merge_marks({"t": ("r3", 2, 5_000)}, {"t": ("r1", 7, 1_000)}) == {"t": ("r3", 2, 5_000)}
-
-
 def test_the_property_and_summary_formats_only_gain_keys() -> None:
     wm = _wm(batch_ranges=BatchRanges({("t", 0): (0, 20_000)}))
     old = ('{"batch":7,"batch_offsets":{"t":{"0":[0,20000]}},"committed_at_ms":1000,"kafka_ts_max":null,'
@@ -217,13 +180,14 @@ def test_the_ledger_sets_a_recreated_topic_aside_for_that_topic_only(tmp_path: P
     stored = _wm(topic_ids={"orders": X, "u": X}, offsets={("orders", 0): 20_000, ("u", 0): 30})
     monkeypatch.setattr(ledger_mod, "table_exists", lambda spark, table: True)
     monkeypatch.setattr(ledger_mod, "read_watermark", lambda spark, table, pipeline: stored)
-    marked: list[bool] = []
+    marked: list[tuple[dict[str, str | None], str]] = []
 
-    def set_property(spark: Any, table: str, pipeline: str, wm: Watermark, marks: bool = False) -> None:
+    def set_restarted(spark: Any, table: str, pipeline: str, wm: Watermark, topics: dict[str, str | None],
+                      run: str) -> None:
         written.update({table: wm})
-        marked.append(marks)
+        marked.append((topics, run))
 
-    monkeypatch.setattr(ledger_mod, "set_property", set_property)
+    monkeypatch.setattr(ledger_mod, "set_restarted", set_restarted)
     cfg = _config(tmp_path)
     led = ledger_mod.Ledger(None, cfg, "run2")  # type: ignore[arg-type]
     assert led.watermark("c.raw.orders") is stored  # not armed: as recorded
@@ -231,7 +195,7 @@ def test_the_ledger_sets_a_recreated_topic_aside_for_that_topic_only(tmp_path: P
     led.topics.arm({"orders": Y, "u": X}, {})
     wm = led.watermark("c.raw.orders")
     assert wm is not None and wm.offsets == {("u", 0): 30} and written["c.raw.orders"] is wm
-    assert marked == [True]  # the marks go into their own property too, which no mirror writes
+    assert marked == [({"orders": Y}, "run2")]  # the marks go into their own property too, which no mirror writes
     pending = led.begin("c.raw.orders", 0, BatchRanges({("orders", 0): (0, 5_000), ("u", 0): (30, 31)}))
     assert pending is not None and pending.keep is None  # every record of the new topic is written
     assert pending.base == ("r1", 7)  # the fence still expects the table's newest commit

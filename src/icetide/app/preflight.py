@@ -5,13 +5,18 @@ with Avro, JSON Schema or Protobuf the schema registry answers (its subjects for
 their latest versions and compatibility levels; Protobuf's latest schemas compiled, a warning for each
 that no table could hold).
 
-Invariant: ``run`` refuses exactly what ``check`` refuses, with the same one line naming the key."""
+Invariant: ``run`` refuses exactly what ``check`` refuses, with the same one line naming the key.
+A pipeline that has run before waits for a service that does not answer (:func:`preflight_run`):
+a supervisor restarting it while the broker, the catalog or the registry restarts must not find it
+stopped as if its config were wrong."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from icetide.catalog import check_reachable
@@ -19,9 +24,10 @@ from icetide.catalog.jdbc import Purpose
 from icetide.config.ddl import suggest
 from icetide.config.models import PipelineConfig
 from icetide.config.source import REGISTRY_FORMATS
-from icetide.errors import ConfigError, IcetideError
+from icetide.errors import ConfigError, IcetideError, ServiceUnreachableError
 from icetide.ingest import source
 from icetide.ingest.formats import registry
+from icetide.loops import RestartBudget
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +101,34 @@ def preflight(cfg: PipelineConfig, purpose: Purpose = "write", collect: bool = F
     for w in out.warnings:
         log.warning("%s", w)
     return out
+
+
+def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] = time.sleep) -> Preflight:
+    """``run``'s preflight. A pipeline that has run before (its checkpoint folder exists; one on a
+    remote file system is taken to) waits for a service that does not answer as a running pipeline
+    waits out a failure: ``stream.restart_attempts`` tries, 2 s apart doubling up to 60 s, a WARNING
+    each. A new pipeline, and any config mistake, fails at once, naming the key."""
+    budget = RestartBudget(cfg.stream.restart_attempts if has_run(cfg) else 0)
+    while True:
+        try:
+            return preflight(cfg)
+        except IcetideError as e:
+            waitable = isinstance(e, ServiceUnreachableError) or not e.terminal
+            if not waitable or not budget.failed(0):
+                raise
+            wait = budget.backoff()
+            log.warning("%s; the pipeline has run before, so it waits for it: trying again in %.0fs "
+                        "(%d of stream.restart_attempts %d)", str(e).splitlines()[0], wait, budget.used,
+                        budget.attempts)
+            sleep(wait)
+
+
+def has_run(cfg: PipelineConfig) -> bool:
+    """Whether the pipeline's checkpoint folder exists (a remote one, e.g. ``s3://``, is taken to)."""
+    ckpt = cfg.checkpoint_dir()
+    if "://" in ckpt and not ckpt.startswith("file:"):
+        return True
+    return Path(ckpt.removeprefix("file://").removeprefix("file:")).exists()
 
 
 def _catalog(cfg: PipelineConfig, purpose: Purpose) -> str:

@@ -16,7 +16,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from icetide.app import recreated, resume, run_alerts
-from icetide.app.preflight import preflight
+from icetide.app.preflight import preflight_run
 from icetide.app.recreated import table_watermarks
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
@@ -168,8 +168,8 @@ class Runner:
 
     def __init__(self, cfg: PipelineConfig, spark: SparkSession | None = None) -> None:
         self.cfg = cfg
-        # Fail fast, naming the key, before starting Spark.
-        preflight(cfg)
+        # Fail fast, naming the key, before starting Spark (a pipeline that has run waits for its services).
+        preflight_run(cfg)
         with _termination_left_to_python():
             self.spark = spark or build_session(cfg)
         self.run_id = uuid.uuid4().hex[:12]

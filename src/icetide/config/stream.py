@@ -41,7 +41,9 @@ class StreamSettings(Strict):
     restart_attempts: int = Field(
         default=10, ge=0,
         description="Restarts after consecutive transient failures, 2 s apart doubling up to 60 s (10: about 6 "
-        "minutes of a broker or catalog being down); the count resets once a batch commits")
+        "minutes of a broker or catalog being down); the count resets once a batch commits. A run of a pipeline "
+        "that has run before (its checkpoint exists) waits the same way for Kafka, the catalog or the registry "
+        "to answer at its start; a new pipeline fails at once")
     on_fenced: Literal["standby", "exit"] = Field(
         default="standby",
         description="When another process of the same pipeline commits to its tables (a second run, a zombie): "

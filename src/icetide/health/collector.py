@@ -15,7 +15,8 @@ from icetide.config.thresholds import HealthThresholds
 from icetide.health.model import PartitionHealth, TableHealth
 from icetide.health.score import Scored, score_partition, score_table
 from icetide.lake.meta import MetaReader, Snapshot
-from icetide.lake.offsets import K_PIPELINE, K_PLANNED_AT, PROPERTY_PREFIX, Watermark
+from icetide.lake.offsets import K_PIPELINE, K_PLANNED_AT, PROPERTY_PREFIX, RESTARTS_PREFIX, Watermark, fold_watermark
+from icetide.lake.restart_marks import Restarts
 
 DEFAULT_TARGET = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
 
@@ -121,8 +122,15 @@ def freshness(props: dict[str, str], now_ms: int) -> int | None:
 
 
 def watermarks(props: dict[str, str]) -> dict[str, Watermark]:
-    return {k[len(PROPERTY_PREFIX):]: Watermark.from_property(v) for k, v in props.items()
-            if k.startswith(PROPERTY_PREFIX)}
+    """Each pipeline's watermark property, with its restart marks applied (a mirror that does not
+    carry a recreated topic's mark gives that topic nothing: its offsets were the deleted topic's)."""
+    out = {}
+    for k, v in props.items():
+        if k.startswith(PROPERTY_PREFIX):
+            p = k[len(PROPERTY_PREFIX):]
+            out[p] = fold_watermark(Watermark.from_property(v), [], Restarts.parse(props.get(RESTARTS_PREFIX + p))) \
+                or Watermark.from_property(v)
+    return out
 
 
 def to_json(h: TableHealth, partitions: bool = True) -> str:

@@ -38,7 +38,7 @@ from icetide.ingest import multi_write
 from icetide.ingest.recreated import Recreated, Topics, ids_to_record, stop_message
 from icetide.lake import inflight
 from icetide.lake.fence import FENCE_CLASS, Fence, fenced_append, fenced_write
-from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property
+from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property, set_restarted
 from icetide.lake.table_io import TableIO
 from icetide.lake.tables import table_exists
 from icetide.spark.session import has_class
@@ -112,7 +112,7 @@ class Ledger:
         if self.cfg.source.on_topic_recreated == "stop":
             raise TopicRecreatedError(stop_message(self.cfg.name, found, f"Nothing more was written to {table}."))
         new = wm.restarted(stale)
-        set_property(self.spark, table, self.cfg.name, new, marks=True)
+        set_restarted(self.spark, table, self.cfg.name, new, stale, self.run_id)
         self.topics.voided |= {(table, t) for t in stale}
         for t, r in found.items():
             were = [f"{a}[{b}] {o}" for (a, b), o in sorted(wm.offsets.items()) if a == t]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from icetide.identifiers import validate_pipeline
 from icetide.lake.offset_codec import decode_map, encode_map, pack, safe_value, unpack
-from icetide.lake.restart_marks import Mark, Restarts, merge_marks
+from icetide.lake.restart_marks import Mark, Restarts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -263,44 +263,38 @@ def fold_watermark(base: Watermark | None, tagged: list[tuple[dict[str, str], in
                    restarts: Restarts | None = None) -> Watermark | None:
     """The property's watermark ``base`` folded with the pipeline's tagged ancestors (newest first).
 
-    A topic marked as restarted (``restarts``, from ``icetide.restarts.<pipeline>``, merged with the
-    property's own marks) takes nothing from the marked snapshot and older ones, nor from a property
-    taken before its mark or at it (its offsets there are the deleted topic's; its id is the mark's
-    when the mark tells it). Topic ids: the newest wins."""
+    A topic marked as restarted (``restarts``, from ``icetide.restarts.<pipeline>``, whose entries
+    win over the marks the property carries) takes nothing from the marked snapshot and older ones,
+    from later snapshots of the marked run when another run marked it, nor from a property that does
+    not carry its mark (written without knowing it: a mirror of an older view, a stopping run's):
+    those offsets and ids are the deleted topic's. A marked topic's id is the newest a snapshot
+    after its mark recorded, else the mark's. Topic ids otherwise: the newest wins."""
     restarts = restarts or Restarts()
-    marks = merge_marks(base.restarts if base is not None else {}, restarts.marks)
+    marks = {**(base.restarts if base is not None else {}), **restarts.marks}
     if base is not None and marks:
-        old = {t for t, m in marks.items() if not _after(base, m)}
-        ids = {t: i for t, i in base.topic_ids.items() if t in old and (base.run, base.batch, base.committed_at_ms)
-               == marks[t]}  # the property the restart itself wrote holds the new id
-        base = base.without(old)
-        base.topic_ids.update({**ids, **{t: i for t, i in restarts.ids.items() if t in old}})
+        base = base.without({t for t, m in marks.items() if base.restarts.get(t) != m})
         base.restarts = dict(marks)
-    if not tagged:
-        return base
-    gone: set[str] = set()
     newest: Watermark | None = None
+    gone: set[str] = set()
     for summary, ts in tagged:
         wm = Watermark.from_summary(summary, ts)
         gone |= {t for t, m in marks.items() if m == (wm.run, wm.batch, ts)}
-        wm = wm.without(gone) if gone else wm
+        drop = gone | {t for t in marks if restarts.zombie(t, wm.run)}
+        wm = wm.without(drop) if drop else wm
         if newest is None:
             newest = wm
         else:
             newest.fold(wm.offsets)
             newest.topic_ids = {**wm.topic_ids, **newest.topic_ids}
-    assert newest is not None
-    if base is not None:
+    if newest is None:
+        newest = base
+    elif base is not None:
         newest.fold(base.offsets)
         newest.topic_ids = {**base.topic_ids, **newest.topic_ids}
-    newest.restarts = dict(marks)
+    if newest is not None:
+        newest.restarts = dict(marks)
+        newest.topic_ids.update({t: i for t, i in restarts.ids.items() if i and t not in newest.topic_ids})
     return newest
-
-
-def _after(wm: Watermark, mark: Mark) -> bool:
-    """Whether the property ``wm`` was taken after the snapshot ``mark`` (from a later commit)."""
-    run, batch, ts = mark
-    return wm.committed_at_ms > ts or (wm.committed_at_ms == ts and wm.run == run and wm.batch > batch)
 
 
 def table_properties(spark: SparkSession, table: str) -> dict[str, str]:
@@ -363,12 +357,20 @@ def property_value(wm: Watermark) -> str:
     return safe_value(wm.to_property())
 
 
-def set_property(spark: SparkSession, table: str, pipeline: str, wm: Watermark, marks: bool = False) -> None:
-    """Write ``wm`` into ``icetide.watermark.<pipeline>`` (values checked: nothing else reaches SQL);
-    ``marks``: its restart marks into ``icetide.restarts.<pipeline>`` too, in the same commit (only
-    the pipeline, when it sets a recreated topic aside: never a mirror)."""
+def set_property(spark: SparkSession, table: str, pipeline: str, wm: Watermark) -> None:
+    """Write ``wm`` into ``icetide.watermark.<pipeline>`` (values checked: nothing else reaches SQL)."""
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES "
+              f"('{PROPERTY_PREFIX}{validate_pipeline(pipeline)}' = '{property_value(wm)}')")
+
+
+def set_restarted(spark: SparkSession, table: str, pipeline: str, wm: Watermark, topics: dict[str, str | None],
+                  run: str) -> None:
+    """``wm`` (:meth:`Watermark.restarted` for ``topics``, each → the new topic's id or None) into
+    the watermark property, and its marks of ``topics``, written by ``run``, into
+    ``icetide.restarts.<pipeline>`` (the other topics' entries kept), in one commit. Only the
+    pipeline calls this, when it sets a recreated topic aside: never a mirror."""
     name = validate_pipeline(pipeline)
-    pairs = [f"'{PROPERTY_PREFIX}{name}' = '{property_value(wm)}'"]
-    if marks and wm.restarts:
-        pairs.append(f"'{RESTARTS_PREFIX}{name}' = '{Restarts.of(wm.restarts, wm.topic_ids).value()}'")
-    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({', '.join(pairs)})")
+    now = Restarts.parse(table_properties(spark, table).get(RESTARTS_PREFIX + name))
+    marks = now.with_marks({t: wm.restarts[t] for t in topics}, dict(topics), run)
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{PROPERTY_PREFIX}{name}' = '{property_value(wm)}', "
+              f"'{RESTARTS_PREFIX}{name}' = '{marks.value()}')")

@@ -1,6 +1,13 @@
 """Restart marks of topics deleted and created again (#41), kept in ``icetide.restarts.<pipeline>``
 (see :mod:`icetide.lake.offsets`): per topic, the newest tagged snapshot whose offsets (and older
-ones') belong to the deleted topic, and the new topic's id."""
+ones') belong to the deleted topic, the new topic's id ("" when the run that marked it did not know
+it) and the run that wrote the mark.
+
+Invariants: only the pipeline writes the property, and only when it sets a topic aside; an entry
+there wins outright over the marks the watermark property carries (whatever the clocks say); a
+watermark property counts for a marked topic only if it carries that very mark (it was written
+knowing it), and the marked run's later snapshots count for it only if that run wrote the mark.
+"""
 
 from __future__ import annotations
 
@@ -13,35 +20,35 @@ from icetide.lake.offset_codec import safe_value
 Mark = tuple[str, int, int]
 
 
-def merge_marks(*marks: dict[str, Mark]) -> dict[str, Mark]:
-    """Restart marks merged: per topic the newest (a topic recreated twice keeps its second mark)."""
-    out: dict[str, Mark] = {}
-    for m in marks:
-        for t, mark in m.items():
-            if t not in out or mark[2] > out[t][2]:
-                out[t] = mark
-    return out
-
-
 @dataclass(frozen=True)
 class Restarts:
-    """``icetide.restarts.<pipeline>``: per recreated topic, its mark and the new topic's id (if known)."""
+    """``icetide.restarts.<pipeline>``: per recreated topic, its mark, the new topic's id ("":
+    unknown) and the run that wrote the mark."""
 
     marks: dict[str, Mark] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)
+    by: dict[str, str] = field(default_factory=dict)
 
-    @classmethod
-    def of(cls, marks: dict[str, Mark], topic_ids: dict[str, str]) -> Restarts:
-        """``marks`` with the ids ``topic_ids`` gives their topics (a watermark's after its restart)."""
-        return cls(dict(marks), {t: topic_ids[t] for t in marks if t in topic_ids})
+    def with_marks(self, marks: dict[str, Mark], ids: dict[str, str | None], run: str) -> Restarts:
+        """These entries, replaced for ``marks``' topics (written by ``run``, ids as known: None unknown)."""
+        return Restarts({**self.marks, **marks}, {**self.ids, **{t: ids.get(t) or "" for t in marks}},
+                        {**self.by, **{t: run for t in marks}})
+
+    def zombie(self, topic: str, run: str) -> bool:
+        """Whether a snapshot of ``run`` committed after ``topic``'s mark holds the deleted topic's
+        offsets: ``run`` is the marked run and another run wrote the mark (the marked run had not
+        seen the recreation: it was paused, or stopping)."""
+        mark, by = self.marks.get(topic), self.by.get(topic)
+        return mark is not None and bool(by) and run == mark[0] and by != run
 
     def value(self) -> str:
-        """The property value, ``{"topic": [run, batch, committed_at_ms, id]}`` (checked like the watermark's)."""
-        raw = {t: [*m, self.ids.get(t, "")] for t, m in sorted(self.marks.items())}
+        """The property value, ``{"topic": [run, batch, committed_at_ms, id, by]}`` (checked like the watermark's)."""
+        raw = {t: [*m, self.ids.get(t, ""), self.by.get(t, "")] for t, m in sorted(self.marks.items())}
         return safe_value(json.dumps(raw, separators=(",", ":")))
 
     @classmethod
     def parse(cls, text: str | None) -> Restarts:
         raw = json.loads(text) if text else {}
         return cls({str(t): (str(m[0]), int(m[1]), int(m[2])) for t, m in raw.items()},
-                   {str(t): str(m[3]) for t, m in raw.items() if len(m) > 3 and m[3]})
+                   {str(t): str(m[3]) if len(m) > 3 and m[3] else "" for t, m in raw.items()},
+                   {str(t): str(m[4]) for t, m in raw.items() if len(m) > 4 and m[4]})

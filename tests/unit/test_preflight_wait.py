@@ -1,0 +1,73 @@
+"""``run``'s preflight waits for a service that does not answer only when the pipeline has run
+before (chaos seed 1130: a pipeline restarted while the broker was down exited as if its config were
+wrong); a new pipeline and any config mistake fail at once (no JVM, no broker: the checks are stubbed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from icetide.app import preflight as pf
+from icetide.config import load_config
+from icetide.errors import ConfigError, IcetideError, ServiceUnreachableError
+from tests.fixtures.configs import BASE, write
+
+
+def _cfg(tmp_path: Path, attempts: int = 10):  # type: ignore[no-untyped-def]
+    data = {**BASE, "stream": {"checkpoint_location": str(tmp_path / "ckpt"), "restart_attempts": attempts}}
+    return load_config(write(tmp_path, data))
+
+
+def _failing(monkeypatch: pytest.MonkeyPatch, errors: list[IcetideError]) -> list[int]:
+    calls: list[int] = []
+
+    def fake(cfg, purpose="write", collect=False):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if errors:
+            raise errors.pop(0)
+        return pf.Preflight()
+    monkeypatch.setattr(pf, "preflight", fake)
+    return calls
+
+
+def test_a_pipeline_that_has_run_waits_for_kafka(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    cfg = _cfg(tmp_path)
+    (tmp_path / "ckpt").mkdir()
+    down = ServiceUnreachableError("source.bootstrap_servers: cannot reach Kafka at 127.0.0.1:9092 (down)")
+    calls = _failing(monkeypatch, [down, down, down])
+    slept: list[float] = []
+    assert isinstance(pf.preflight_run(cfg, sleep=slept.append), pf.Preflight)
+    assert slept == [2.0, 4.0, 8.0] and len(calls) == 4
+    assert "cannot reach Kafka" in caplog.text and "3 of stream.restart_attempts 10" in caplog.text
+
+
+def test_a_new_pipeline_or_a_config_mistake_fails_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = _cfg(tmp_path)
+    _failing(monkeypatch, [ServiceUnreachableError("source.bootstrap_servers: cannot reach Kafka")])
+    slept: list[float] = []
+    with pytest.raises(ServiceUnreachableError):
+        pf.preflight_run(cfg, sleep=slept.append)  # no checkpoint folder: never ran
+    (tmp_path / "ckpt").mkdir()
+    _failing(monkeypatch, [ConfigError("source.topics: Kafka has no topic 'orders'")])
+    with pytest.raises(ConfigError):
+        pf.preflight_run(cfg, sleep=slept.append)
+    assert slept == []
+
+
+def test_the_wait_ends_after_the_restart_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = _cfg(tmp_path, attempts=2)
+    (tmp_path / "ckpt").mkdir()
+    down = ServiceUnreachableError("catalog.uri: cannot reach the REST catalog")
+    calls = _failing(monkeypatch, [down, down, down, down])
+    slept: list[float] = []
+    with pytest.raises(ServiceUnreachableError):
+        pf.preflight_run(cfg, sleep=slept.append)
+    assert slept == [2.0, 4.0] and len(calls) == 3
+
+
+def test_a_remote_checkpoint_is_taken_to_have_run(tmp_path: Path) -> None:
+    data = {**BASE, "stream": {"checkpoint_location": "s3://bucket/ckpt/{pipeline}"}}
+    assert pf.has_run(load_config(write(tmp_path, data)))
+    assert not pf.has_run(_cfg(tmp_path))
