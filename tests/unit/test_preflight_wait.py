@@ -31,8 +31,8 @@ def _failing(monkeypatch: pytest.MonkeyPatch, errors: list[IcetideError]) -> lis
     return calls
 
 
-def test_a_pipeline_that_has_run_waits_for_kafka(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_chaos_1130_a_pipeline_that_has_run_waits_for_kafka_at_its_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     cfg = _cfg(tmp_path)
     (tmp_path / "ckpt").mkdir()
     down = ServiceUnreachableError("source.bootstrap_servers: cannot reach Kafka at 127.0.0.1:9092 (down)")
