@@ -19,6 +19,18 @@ def _set_target(cfg: Any, **target: Any) -> None:
     cfg.write_text(yaml.safe_dump(raw))
 
 
+def _one_partition(kafka: Any, lake: Any, tmp_path: Any, prefix: str) -> tuple[str, Any, Any]:
+    """A one-partition topic, a CDC table ordered by ``version`` and a sender of JSON changes to it."""
+    topic, table = unique(prefix), f"it.{unique(prefix)}"
+    create_topic(kafka.bootstrap, topic, 1)
+    cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"ordering": "version"})
+
+    def send(*changes: dict[str, Any]) -> None:
+        stream = ChangeStream(messages=[(int(ch["id"]), dumps(ch)) for ch in changes])
+        send_changes(kafka.bootstrap, topic, stream, partitions=1)
+    return table, cfg, send
+
+
 def test_debezium_tombstones_are_skipped_deletes_without_before_applied_and_no_metadata_columns_exact(  # type: ignore[no-untyped-def]
         kafka, spark, lake, tmp_path) -> None:
     topic, table = unique("cdct"), f"it.{unique('cdct')}"
@@ -45,14 +57,8 @@ def test_debezium_tombstones_are_skipped_deletes_without_before_applied_and_no_m
 
 def test_a_crash_between_merge_and_tombstones_never_lets_an_older_change_resurrect_a_row(  # type: ignore[no-untyped-def]
         kafka, spark, lake, tmp_path) -> None:
-    topic, table = unique("cdcm"), f"it.{unique('cdcm')}"
-    create_topic(kafka.bootstrap, topic, 1)
-    cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"ordering": "version"})
+    table, cfg, send = _one_partition(kafka, lake, tmp_path, "cdcm")
     log = tmp_path / "run.log"
-
-    def send(*changes: dict[str, Any]) -> None:
-        stream = ChangeStream(messages=[(int(ch["id"]), dumps(ch)) for ch in changes])
-        send_changes(kafka.bootstrap, topic, stream, partitions=1)
 
     send({"id": 1, "name": "a", "balance": 1.0, "op": "insert", "version": 1},
          {"id": 2, "name": "b", "balance": 2.0, "op": "insert", "version": 1})
@@ -79,14 +85,8 @@ def test_a_kill_between_a_merge_on_its_branch_and_its_publish_lands_the_batch_on
         kafka, spark, lake, tmp_path) -> None:
     """The fenced MERGE is on its branch, not yet on main, when the process dies: main holds none
     of it, and the next run lands the batch exactly once (the branch left behind is not main's)."""
-    topic, table = unique("cdcp"), f"it.{unique('cdcp')}"
-    create_topic(kafka.bootstrap, topic, 1)
-    cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"ordering": "version"})
+    table, cfg, send = _one_partition(kafka, lake, tmp_path, "cdcp")
     log = tmp_path / "run.log"
-
-    def send(*changes: dict[str, Any]) -> None:
-        stream = ChangeStream(messages=[(int(ch["id"]), dumps(ch)) for ch in changes])
-        send_changes(kafka.bootstrap, topic, stream, partitions=1)
 
     send(*({"id": i, "name": f"n{i}", "balance": float(i), "op": "insert", "version": 1} for i in range(10)))
     run_in_process(spark, cfg)
