@@ -71,3 +71,19 @@ def test_a_remote_checkpoint_is_taken_to_have_run(tmp_path: Path) -> None:
     data = {**BASE, "stream": {"checkpoint_location": "s3://bucket/ckpt/{pipeline}"}}
     assert pf.has_run(load_config(write(tmp_path, data)))
     assert not pf.has_run(_cfg(tmp_path))
+
+
+def test_a_stop_signal_ends_the_wait_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM while the start waits (the review): the wait ends within a slice, with the service's error."""
+    import threading
+    import time
+
+    cfg = _cfg(tmp_path)
+    (tmp_path / "ckpt").mkdir()
+    _failing(monkeypatch, [ServiceUnreachableError("source.bootstrap_servers: cannot reach Kafka")] * 5)
+    flag = threading.Event()
+    threading.Timer(0.3, flag.set).start()
+    began = time.monotonic()
+    with pytest.raises(ServiceUnreachableError):
+        pf.preflight_run(cfg, stopped=flag.is_set)  # the first wait is 2 s, the next 4 s
+    assert time.monotonic() - began < 1.5

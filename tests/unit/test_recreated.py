@@ -188,6 +188,7 @@ def test_the_ledger_sets_a_recreated_topic_aside_for_that_topic_only(tmp_path: P
         marked.append((topics, run))
 
     monkeypatch.setattr(ledger_mod, "set_restarted", set_restarted)
+    monkeypatch.setattr(recreated.source, "topic_ids", lambda src, topics: {"orders": Y})  # Kafka agrees
     cfg = _config(tmp_path)
     led = ledger_mod.Ledger(None, cfg, "run2")  # type: ignore[arg-type]
     assert led.watermark("c.raw.orders") is stored  # not armed: as recorded
@@ -487,3 +488,20 @@ def test_a_batch_whose_offset_log_is_unreadable_writes_nothing_while_a_topic_wai
         topics.unreadable(3)
     topics.unverified.clear()
     topics.unreadable(4)
+
+
+def test_a_run_whose_topic_ids_are_older_than_the_tables_marks_nothing(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run paused since before the recreation reads a table another run already moved to the new
+    topic (id Y): its own view says X. Kafka says Y: the query starts again, nothing is set aside."""
+    from icetide.errors import TransientError
+
+    src = load_config(write(tmp_path, BASE)).source
+    table_now = _wm(topic_ids={"t": Y}, offsets={("t", 0): 1_500})
+    monkeypatch.setattr(recreated.source, "topic_ids", lambda src, topics: {"t": Y})
+    with pytest.raises(TransientError, match="older than Kafka's"):
+        recreated.confirm_stale(src, table_now, {"t": X})
+    monkeypatch.setattr(recreated.source, "topic_ids", lambda src, topics: {"t": X})  # the run is right
+    recreated.confirm_stale(src, table_now, {"t": X})
+    monkeypatch.setattr(recreated.source, "topic_ids", lambda src, topics: {})  # Kafka does not tell
+    recreated.confirm_stale(src, table_now, {"t": X})

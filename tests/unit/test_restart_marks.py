@@ -25,7 +25,8 @@ X, Y, Z = "AAAAAAAAAAAAAAAAAAAAAQ", "AAAAAAAAAAAAAAAAAAAAAg", "AAAAAAAAAAAAAAAAA
 OLDER = commit_properties("p", "r0", 6, BatchRanges({("t", 0): (0, 19_000), ("u", 0): (0, 20)}), {"t": X, "u": X})
 NEWEST = commit_properties("p", "r1", 7, BatchRanges({("t", 0): (19_000, 20_000), ("u", 0): (20, 30)}))
 TS7 = 1_000  # snapshot (r1, 7)'s timestamp-ms
-R2_FIRST = commit_properties("p", "r2", 0, BatchRanges({("t", 0): (0, 1_500), ("u", 0): (30, 31)}), {"t": Y})
+MARK = {"t": ("r1", 7, TS7)}  # the mark of (r1, 7): what r2's commits after it carry
+R2_FIRST = commit_properties("p", "r2", 0, BatchRanges({("t", 0): (0, 1_500), ("u", 0): (30, 31)}), {"t": Y}, MARK)
 
 
 def _snaps(*extra: tuple[int, dict[str, str]]) -> list[Snapshot]:
@@ -59,17 +60,24 @@ def test_a_stopping_runs_own_mirror_of_the_marked_batch_gives_the_topic_nothing(
 
 def test_a_paused_runs_commit_after_the_mark_holds_the_deleted_topics_offsets() -> None:
     """r1, paused before it saw the recreation, commits batch 8 (read from the deleted topic) after
-    r2 marked the table: its offsets of the topic are the deleted one's."""
+    r2 marked the table: its offsets of the topic are the deleted one's. The same for a run the mark
+    does not name (its newest commit to this table was older), and none of it once r1 has read the
+    marks (it took over again with the same run id): its commits carry the mark."""
     _, props = _restart(Y)
     zombie8 = commit_properties("p", "r1", 8, BatchRanges({("t", 0): (20_000, 20_500), ("u", 0): (30, 32)}))
     now = watermark_from(props, _snaps((1_100, zombie8)), "p")
     assert now is not None and now.topic_ids["t"] == Y and recreated.stale_topics(now, {"t": Y}, {}, set()) == {}
     assert ("t", 0) not in now.offsets and now.offsets[("u", 0)] == 32
+    other = commit_properties("p", "r9", 3, BatchRanges({("t", 0): (20_000, 20_500)}))  # not the marked run
+    assert ("t", 0) not in (watermark_from(props, _snaps((1_100, other)), "p") or Watermark()).offsets
+    again = commit_properties("p", "r1", 9, BatchRanges({("t", 0): (1_500, 2_300)}), None, MARK)  # r1 took over
+    now = watermark_from(props, _snaps((3_000, again), (2_000, R2_FIRST), (1_100, zombie8)), "p")
+    assert now is not None and now.offsets[("t", 0)] == 2_300
     # r1 marking the topic itself (it saw the recreation): its later commits are the new topic's
     read = watermark_from({}, _snaps(), "p")
     assert read is not None
     props = _marked({}, read.restarted({"t": Y}), {"t": Y}, "r1")
-    new8 = commit_properties("p", "r1", 8, BatchRanges({("t", 0): (0, 700)}))
+    new8 = commit_properties("p", "r1", 8, BatchRanges({("t", 0): (0, 700)}), None, MARK)
     assert (watermark_from(props, _snaps((1_100, new8)), "p") or Watermark()).offsets[("t", 0)] == 700
 
 
@@ -90,7 +98,7 @@ def test_a_stale_mirror_never_gives_back_the_deleted_topics_id() -> None:
     stale = mirrors_needed({}, _snaps())["p"]
     assert (stale.run, stale.batch, stale.committed_at_ms) == ("r1", 7, TS7)  # the mark's own identity
     props[PROPERTY_PREFIX + "p"] = stale.to_property()
-    r2 = commit_properties("p", "r2", 0, BatchRanges({("t", 0): (0, 1_500), ("u", 0): (30, 31)}))  # no id
+    r2 = commit_properties("p", "r2", 0, BatchRanges({("t", 0): (0, 1_500), ("u", 0): (30, 31)}), None, MARK)  # no id
     now = watermark_from(props, _snaps((2_000, r2)), "p")
     assert now is not None and now.offsets[("t", 0)] == 1_500 and "t" not in now.topic_ids
     found = recreated.recreated_topics(KafkaTopics({"t": Y, "u": X}, {"t": [0], "u": [0]},
@@ -105,7 +113,8 @@ def test_a_topic_recreated_twice_keeps_its_second_mark_whatever_the_clocks_say()
     read = watermark_from({}, first_snaps, "p")
     assert read is not None
     props = _marked({}, read.restarted({"t": Y}), {"t": Y}, "r2")  # mark 1 = (r1, 7, 31_000)
-    r2 = commit_properties("p", "r2", 3, BatchRanges({("t", 0): (0, 4_000), ("u", 0): (30, 31)}), {"t": Y})
+    r2 = commit_properties("p", "r2", 3, BatchRanges({("t", 0): (0, 4_000), ("u", 0): (30, 31)}), {"t": Y},
+                           {"t": ("r1", 7, 31_000)})
     snaps = [Snapshot(102, 5_000, r2, 0), Snapshot(101, 31_000, NEWEST, 1), Snapshot(100, 900, OLDER, 2)]
     second_read = watermark_from(props, snaps, "p")
     assert second_read is not None and second_read.offsets[("t", 0)] == 4_000

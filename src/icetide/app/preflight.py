@@ -103,24 +103,35 @@ def preflight(cfg: PipelineConfig, purpose: Purpose = "write", collect: bool = F
     return out
 
 
-def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] = time.sleep) -> Preflight:
+def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] | None = None,
+                  stopped: Callable[[], bool] = lambda: False) -> Preflight:
     """``run``'s preflight. A pipeline that has run before (its checkpoint folder exists; one on a
     remote file system is taken to) waits for a service that does not answer as a running pipeline
     waits out a failure: ``stream.restart_attempts`` tries, 2 s apart doubling up to 60 s, a WARNING
-    each. A new pipeline, and any config mistake, fails at once, naming the key."""
+    each; a stop signal (``stopped``) ends the wait at once, with the service's error. A new
+    pipeline, and any config mistake, fails at once, naming the key."""
     budget = RestartBudget(cfg.stream.restart_attempts if has_run(cfg) else 0)
     while True:
         try:
             return preflight(cfg)
         except IcetideError as e:
             waitable = isinstance(e, ServiceUnreachableError) or not e.terminal
-            if not waitable or not budget.failed(0):
+            if not waitable or stopped() or not budget.failed(0):
                 raise
             wait = budget.backoff()
             log.warning("%s; the pipeline has run before, so it waits for it: trying again in %.0fs "
                         "(%d of stream.restart_attempts %d)", str(e).splitlines()[0], wait, budget.used,
                         budget.attempts)
-            sleep(wait)
+            (sleep or (lambda secs: _nap(secs, stopped)))(wait)
+            if stopped():
+                log.warning("stopped by a signal while waiting for it")
+                raise
+
+
+def _nap(seconds: float, stopped: Callable[[], bool]) -> None:
+    end = time.monotonic() + seconds
+    while not stopped() and time.monotonic() < end:
+        time.sleep(min(0.2, max(0.0, end - time.monotonic())))
 
 
 def has_run(cfg: PipelineConfig) -> bool:

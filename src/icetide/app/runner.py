@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -78,7 +78,7 @@ def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
 
     signal.signal(signal.SIGTERM, remember)
     signal.signal(signal.SIGINT, remember)
-    runner = Runner(cfg)
+    runner = Runner(cfg, stopped=lambda: bool(early))
     runner.install_signal_handlers()
     if early:
         runner.request_stop(early[0])
@@ -166,10 +166,12 @@ def starting_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWrit
 class Runner:
     """Owns the SparkSession and the streaming query of one pipeline."""
 
-    def __init__(self, cfg: PipelineConfig, spark: SparkSession | None = None) -> None:
+    def __init__(self, cfg: PipelineConfig, spark: SparkSession | None = None,
+                 stopped: Callable[[], bool] = lambda: False) -> None:
         self.cfg = cfg
-        # Fail fast, naming the key, before starting Spark (a pipeline that has run waits for its services).
-        preflight_run(cfg)
+        # Fail fast, naming the key, before starting Spark (a pipeline that has run waits for its
+        # services until ``stopped``: a signal)
+        preflight_run(cfg, stopped=stopped)
         with _termination_left_to_python():
             self.spark = spark or build_session(cfg)
         self.run_id = uuid.uuid4().hex[:12]

@@ -159,8 +159,8 @@ class MaintenancePolicy(BaseModel):
     def _orphan_floor(cls, v: float) -> float:
         floor = orphan_floor_seconds()
         if v < floor:
-            raise ValueError(f"orphan_min_age_seconds must be at least {floor:.0f} (1 hour: longer than any "
-                             f"writer's commit interval, or its files in flight could be deleted), not {v:g}")
+            raise ValueError(f"orphan_min_age_seconds must be at least {floor:.0f} (longer than any writer's "
+                             f"commit interval, or its files in flight could be deleted), not {v:g}")
         return v
 
     @field_validator("sort_columns")

@@ -35,7 +35,7 @@ from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.errors import FENCE_MARKER, FencedError, TopicRecreatedError, is_commit_conflict, is_fenced
 from icetide.ingest import multi_write
-from icetide.ingest.recreated import Recreated, Topics, ids_to_record, stop_message
+from icetide.ingest.recreated import Recreated, Topics, confirm_stale, ids_to_record, stop_message
 from icetide.lake import inflight
 from icetide.lake.fence import FENCE_CLASS, Fence, fenced_append, fenced_write
 from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property, set_restarted
@@ -111,6 +111,7 @@ class Ledger:
         found = {t: self.topics.restarted.get(t) or Recreated(t, wm.topic_ids.get(t), now) for t, now in stale.items()}
         if self.cfg.source.on_topic_recreated == "stop":
             raise TopicRecreatedError(stop_message(self.cfg.name, found, f"Nothing more was written to {table}."))
+        confirm_stale(self.cfg.source, wm, stale)
         new = wm.restarted(stale)
         set_restarted(self.spark, table, self.cfg.name, new, stale, self.run_id)
         self.topics.voided |= {(table, t) for t in stale}
@@ -168,7 +169,7 @@ class Ledger:
                         batch_ranges=ranges, committed_at_ms=int(time.time() * 1000),
                         topic_ids={**(wm.topic_ids if wm is not None else {}), **ids},
                         restarts=dict(wm.restarts) if wm is not None else {})
-        return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges, ids),
+        return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges, ids, new.restarts),
                        not_below(wm, ranges) if wm is not None else None, wm.fence() if wm is not None else (None, -1))
 
     # -- fencing ----------------------------------------------------------------------------

@@ -19,11 +19,12 @@ older icetide versions also carry ``icetide.watermark``, the cumulative map; it 
 A recreated topic's offsets start at 0 again (#41): a commit also records ``icetide.topic-ids``
 (``{"topic": "<Kafka topic id>"}``) where the table did not hold them yet, and *restart marks* set
 the offsets of a deleted topic aside (:func:`fold_watermark`). The marks live in their own property,
-``icetide.restarts.<pipeline>``, which only the pipeline writes (when it finds a topic recreated),
-never maintenance: a mirror maintenance computed from an older view of the table can replace the
-watermark property, but not the marks; and a mirror taken at or before a topic's mark gives that
-topic nothing (its offsets there are the deleted topic's). The watermark property carries the marks
-too (as earlier versions wrote them): the two are merged, the newest mark per topic wins.
+``icetide.restarts.<pipeline>`` (:mod:`icetide.lake.restart_marks`), which only the pipeline writes
+when it finds a topic recreated, never maintenance; each commit's summary carries the marks its
+writer knew (``icetide.restart-marks``). A mirror or a commit that does not carry a topic's mark
+was written without knowing it (maintenance's mirror of an older view, a paused or stopping run)
+and gives that topic nothing. The watermark property carries the marks too, as earlier versions
+wrote them; per topic, the marks' own property wins.
 
 Before writing, rows below the table's watermark are dropped, so a replayed batch (crash, restart,
 lost checkpoint) never lands twice, whichever tables it had reached.
@@ -52,6 +53,7 @@ K_BATCH_OFFSETS = "icetide.batch-offsets"
 K_WATERMARK = "icetide.watermark"
 K_PLANNED_AT = "icetide.batch-planned-at-ms"
 K_TOPIC_IDS = "icetide.topic-ids"
+K_MARKS = "icetide.restart-marks"
 PROPERTY_PREFIX = "icetide.watermark."
 RESTARTS_PREFIX = "icetide.restarts."
 #: Snapshots committed up to this long before the mirror are folded in too (clock skew).
@@ -167,6 +169,8 @@ class Watermark:
             batch_ranges=ranges,
             committed_at_ms=committed_at_ms,
             topic_ids=dict(json.loads(summary[K_TOPIC_IDS])) if summary.get(K_TOPIC_IDS) else {},
+            restarts={str(t): (str(m[0]), int(m[1]), int(m[2]))
+                      for t, m in json.loads(summary.get(K_MARKS) or "{}").items()},
         )
         wm.fold(ranges.ends())
         return wm
@@ -209,8 +213,10 @@ class Watermark:
 
 
 def commit_properties(pipeline: str, run: str, batch: int, ranges: BatchRanges,
-                      topic_ids: dict[str, str] | None = None) -> dict[str, str]:
-    """Snapshot-summary entries for one commit (``topic_ids``: the Kafka topic ids to record)."""
+                      topic_ids: dict[str, str] | None = None, marks: dict[str, Mark] | None = None) -> dict[str, str]:
+    """Snapshot-summary entries for one commit (``topic_ids``: the Kafka topic ids to record;
+    ``marks``: the restart marks its writer knew, so that a commit of a run that had not seen a
+    recreation gives the recreated topic nothing)."""
     props = {
         K_PIPELINE: pipeline,
         K_RUN: run,
@@ -221,6 +227,8 @@ def commit_properties(pipeline: str, run: str, batch: int, ranges: BatchRanges,
         props[K_PLANNED_AT] = str(ranges.planned_at_ms)
     if topic_ids:
         props[K_TOPIC_IDS] = json.dumps(topic_ids, separators=(",", ":"), sort_keys=True)
+    if marks:
+        props[K_MARKS] = json.dumps({t: list(m) for t, m in marks.items()}, separators=(",", ":"), sort_keys=True)
     return props
 
 
@@ -265,10 +273,11 @@ def fold_watermark(base: Watermark | None, tagged: list[tuple[dict[str, str], in
 
     A topic marked as restarted (``restarts``, from ``icetide.restarts.<pipeline>``, whose entries
     win over the marks the property carries) takes nothing from the marked snapshot and older ones,
-    from later snapshots of the marked run when another run marked it, nor from a property that does
-    not carry its mark (written without knowing it: a mirror of an older view, a stopping run's):
-    those offsets and ids are the deleted topic's. A marked topic's id is the newest a snapshot
-    after its mark recorded, else the mark's. Topic ids otherwise: the newest wins."""
+    nor from a later snapshot or a property that does not carry its mark (written without knowing
+    it: a paused run's commit, a mirror of an older view, a stopping run's): those offsets and ids
+    are the deleted topic's. (Marks only the property carries, from earlier versions, need no
+    carrying.) A marked topic's id is the newest a snapshot after its mark recorded, else the
+    mark's. Topic ids otherwise: the newest wins."""
     restarts = restarts or Restarts()
     marks = {**(base.restarts if base is not None else {}), **restarts.marks}
     if base is not None and marks:
@@ -279,7 +288,7 @@ def fold_watermark(base: Watermark | None, tagged: list[tuple[dict[str, str], in
     for summary, ts in tagged:
         wm = Watermark.from_summary(summary, ts)
         gone |= {t for t, m in marks.items() if m == (wm.run, wm.batch, ts)}
-        drop = gone | {t for t in marks if restarts.zombie(t, wm.run)}
+        drop = gone | {t for t, m in restarts.marks.items() if wm.restarts.get(t) != m}
         wm = wm.without(drop) if drop else wm
         if newest is None:
             newest = wm

@@ -6,7 +6,8 @@ it) and the run that wrote the mark.
 Invariants: only the pipeline writes the property, and only when it sets a topic aside; an entry
 there wins outright over the marks the watermark property carries (whatever the clocks say); a
 watermark property counts for a marked topic only if it carries that very mark (it was written
-knowing it), and the marked run's later snapshots count for it only if that run wrote the mark.
+knowing it), and so does a snapshot committed after the mark (its summary's
+``icetide.restart-marks``: the marks its writer knew).
 """
 
 from __future__ import annotations
@@ -33,13 +34,6 @@ class Restarts:
         """These entries, replaced for ``marks``' topics (written by ``run``, ids as known: None unknown)."""
         return Restarts({**self.marks, **marks}, {**self.ids, **{t: ids.get(t) or "" for t in marks}},
                         {**self.by, **{t: run for t in marks}})
-
-    def zombie(self, topic: str, run: str) -> bool:
-        """Whether a snapshot of ``run`` committed after ``topic``'s mark holds the deleted topic's
-        offsets: ``run`` is the marked run and another run wrote the mark (the marked run had not
-        seen the recreation: it was paused, or stopping)."""
-        mark, by = self.marks.get(topic), self.by.get(topic)
-        return mark is not None and bool(by) and run == mark[0] and by != run
 
     def value(self) -> str:
         """The property value, ``{"topic": [run, batch, committed_at_ms, id, by]}`` (checked like the watermark's)."""
