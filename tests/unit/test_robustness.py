@@ -254,3 +254,39 @@ def test_hole7_the_producers_names_live_in_a_table_property_and_collisions_are_r
     evo = diff(StructType([StructField("user_x2Dagent", StringType(), True)]), table, 100)
     assert ("user_x2Dagent", ("user-agent",), "name_collision") in [(p.name, p.given, c) for p, c in evo.rejected]
     assert not diff(table, table, 100).rejected  # the same names again: nothing refused
+
+
+def test_chaos_1202_a_catalog_restarting_while_the_query_starts_is_waited_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chaos seed 1202: the REST catalog went down while a restarted run loaded its tables to start
+    its query; the run exited 1 (the error escaped the restart loop). Now it is a failed start, waited
+    out within the restart budget; a terminal error still stops at once."""
+    import threading
+    from types import SimpleNamespace
+
+    from icetide.app.runner import Runner
+    from icetide.errors import ConfigError
+
+    r = Runner.__new__(Runner)
+    r.restarts = 0
+    r._stop = threading.Event()
+    r.writer = SimpleNamespace(counters=SimpleNamespace(batches=0))  # type: ignore[assignment]
+    failures = [RuntimeError("Py4JJavaError: org.apache.iceberg.exceptions.RESTException: Error occurred while "
+                             "processing GET request")] * 2
+    started = object()
+
+    def start() -> object:
+        if failures:
+            raise failures.pop()
+        return started
+    monkeypatch.setattr(r, "_start", start)
+    waits: list[float] = []
+    monkeypatch.setattr(r._stop, "wait", lambda s: waits.append(s) or False)
+    assert r._start_or_wait(RestartBudget(10)) is started and waits == [2.0, 4.0] and r.restarts == 2
+    monkeypatch.setattr(r, "_start", lambda: (_ for _ in ()).throw(ConfigError("target.table: no")))
+    with pytest.raises(ConfigError):
+        r._start_or_wait(RestartBudget(10))
+    failures[:] = [RuntimeError("RESTException")] * 3
+    monkeypatch.setattr(r, "_start", start)
+    with pytest.raises(RuntimeError):
+        r._start_or_wait(RestartBudget(1))  # the budget runs out

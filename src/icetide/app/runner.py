@@ -16,13 +16,16 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from icetide.app import recreated, resume, run_alerts
+from icetide.app.failures import fence_line as _fence_line
+from icetide.app.failures import first_line as _first_line
+from icetide.app.failures import recreated_line as _recreated_line
+from icetide.app.failures import spark_kafka_metrics_npe as _spark_kafka_metrics_npe
+from icetide.app.failures import terminal as _terminal
 from icetide.app.preflight import preflight_run
 from icetide.app.recreated import table_watermarks
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.errors import (
-    BATCH_MARKER,
-    FENCE_MARKER,
     CheckpointMismatchError,
     ConfigError,
     FencedError,
@@ -220,6 +223,22 @@ class Runner:
         self.writer.topics.remember(self.spark, cfg.checkpoint_dir())  # the topics' ids, with the checkpoint
         return query
 
+    def _start_or_wait(self, budget: RestartBudget) -> StreamingQuery | None:
+        """:meth:`_start`, with a transient failure (the catalog restarting while the query starts:
+        chaos seed 1202) waited out like a failed query; None when a stop was asked meanwhile."""
+        while True:
+            try:
+                return self._start()
+            except Exception as e:
+                if (isinstance(e, IcetideError) and e.terminal) or _terminal(e) \
+                        or not budget.failed(self.writer.counters.batches):
+                    raise
+                self.restarts += 1
+                log.warning("the query could not start (%s); again %d/%d in %.0fs", _first_line(e), budget.used,
+                            budget.attempts, budget.backoff())
+                if self._stop.wait(budget.backoff()):
+                    return None
+
     def run(self, duration: float | None = None, until_idle: bool = False,
             idle_after: float | None = None) -> RunSummary:
         """Run until SIGTERM/SIGINT, ``duration`` seconds, or (``until_idle``) no new data for
@@ -231,7 +250,10 @@ class Runner:
         if self.maintenance is not None:
             self.maintenance.start()
         while True:
-            self.query = self._start()
+            started = self._start_or_wait(budget)
+            if started is None:
+                break
+            self.query = started
             src = self.cfg.source
             log.info("pipeline %s started (run %s, query %s): %s from %s, options %s", self.cfg.name, self.run_id,
                      self.query.id, src.topics or src.topic_pattern, src.bootstrap_servers,
@@ -350,40 +372,3 @@ def _termination_left_to_python() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-
-
-_SPARK_55271 = ('Cannot invoke "scala.collection.IterableOps.map(scala.Function1)" because the '
-                'return value of "scala.Option.get()" is null')
-
-
-def _spark_kafka_metrics_npe(e: BaseException) -> bool:
-    return _SPARK_55271 in str(e)
-
-
-def _terminal(e: BaseException) -> bool:
-    """Whether restarting cannot help. A failure of handling a batch's records (marked by the sink,
-    :data:`~icetide.errors.BATCH_MARKER`) never is: only configuration and the source can be."""
-    text = str(e)
-    if BATCH_MARKER in text and "ConfigError" not in text:
-        return False
-    markers = ("DataLossError", "TopicRecreatedError", "AnalysisException", "ConfigError", "IdentifierError",
-               "SCHEMA", "Cannot write", "OffsetOutOfRange", "data loss", "IllegalArgumentException")
-    return any(m in text for m in markers)
-
-
-def _recreated_line(e: BaseException) -> str:
-    """The message of a batch's :class:`TopicRecreatedError` out of Spark's wrapped error."""
-    text = str(e)
-    i = text.find("TopicRecreatedError: ")
-    return (text[i + len("TopicRecreatedError: "):] if i >= 0 else text).strip().splitlines()[0][:1000]
-
-
-def _fence_line(e: BaseException) -> str:
-    """The fence's own message out of a (possibly JVM-wrapped) error."""
-    text = str(e)
-    i = text.find(FENCE_MARKER)
-    return (text[i:] if i >= 0 else text).strip().splitlines()[0][:400]
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
