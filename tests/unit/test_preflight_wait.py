@@ -67,6 +67,18 @@ def test_the_wait_ends_after_the_restart_budget(tmp_path: Path, monkeypatch: pyt
     assert slept == [2.0, 4.0] and len(calls) == 3
 
 
+def test_chaos_1202_a_pipeline_whose_checkpoint_was_deleted_has_still_run(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 1202: the checkpoint folder deleted, then the broker down at the restart: exit 2."""
+    monkeypatch.setenv("ICETIDE_HOME", str(tmp_path / "home"))
+    cfg = _cfg(tmp_path)
+    assert not pf.has_run(cfg)
+    pf.note_started(cfg)  # the runner, once a query started
+    assert pf.has_run(cfg) and not (tmp_path / "ckpt").exists()
+    other = load_config(write(tmp_path, {**BASE, "stream": {"checkpoint_location": str(tmp_path / "other")}}))
+    assert not pf.has_run(other)
+
+
 def test_a_remote_checkpoint_is_taken_to_have_run(tmp_path: Path) -> None:
     data = {**BASE, "stream": {"checkpoint_location": "s3://bucket/ckpt/{pipeline}"}}
     assert pf.has_run(load_config(write(tmp_path, data)))

@@ -12,6 +12,7 @@ stopped as if its config were wrong."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from icetide import paths
 from icetide.catalog import check_reachable
 from icetide.catalog.jdbc import Purpose
 from icetide.config.ddl import suggest
@@ -135,11 +137,28 @@ def _nap(seconds: float, stopped: Callable[[], bool]) -> None:
 
 
 def has_run(cfg: PipelineConfig) -> bool:
-    """Whether the pipeline's checkpoint folder exists (a remote one, e.g. ``s3://``, is taken to)."""
+    """Whether the pipeline has run before: its checkpoint folder exists (a remote one, e.g.
+    ``s3://``, is taken to), or a query of it started on this machine (:func:`note_started`: a
+    checkpoint deleted or set aside does not make a pipeline new; chaos seed 1202)."""
     ckpt = cfg.checkpoint_dir()
     if "://" in ckpt and not ckpt.startswith("file:"):
         return True
-    return Path(ckpt.removeprefix("file://").removeprefix("file:")).exists()
+    return Path(ckpt.removeprefix("file://").removeprefix("file:")).exists() or _started_marker(cfg).exists()
+
+
+def note_started(cfg: PipelineConfig) -> None:
+    """Remember that a query of this pipeline (by its checkpoint location) started on this machine."""
+    try:
+        marker = _started_marker(cfg)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(cfg.checkpoint_dir() + "\n")
+    except OSError as e:  # only the start's wait depends on it
+        log.debug("could not note the start: %s", e)
+
+
+def _started_marker(cfg: PipelineConfig) -> Path:
+    digest = hashlib.sha256(cfg.checkpoint_dir().encode()).hexdigest()[:24]
+    return paths.home() / "started" / digest
 
 
 def _catalog(cfg: PipelineConfig, purpose: Purpose) -> str:

@@ -21,7 +21,7 @@ from icetide.app.failures import first_line as _first_line
 from icetide.app.failures import recreated_line as _recreated_line
 from icetide.app.failures import spark_kafka_metrics_npe as _spark_kafka_metrics_npe
 from icetide.app.failures import terminal as _terminal
-from icetide.app.preflight import preflight_run
+from icetide.app.preflight import note_started, preflight_run
 from icetide.app.recreated import table_watermarks
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
@@ -254,6 +254,7 @@ class Runner:
             if started is None:
                 break
             self.query = started
+            note_started(self.cfg)
             src = self.cfg.source
             log.info("pipeline %s started (run %s, query %s): %s from %s, options %s", self.cfg.name, self.run_id,
                      self.query.id, src.topics or src.topic_pattern, src.bootstrap_servers,
