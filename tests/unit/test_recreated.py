@@ -202,6 +202,8 @@ def test_the_ledger_sets_a_recreated_topic_aside_for_that_topic_only(tmp_path: P
     assert pending.base == ("r1", 7)  # the fence still expects the table's newest commit
     assert pending.watermark.offsets == {("orders", 0): 5_000, ("u", 0): 31}
     assert "icetide.topic-ids" not in pending.tags  # the property already holds the new id
+    # the commit carries the mark of the topic it touches (a run that had not seen it would not)
+    assert list(json.loads(pending.tags["icetide.restart-marks"])) == ["orders"]
     led.forget()  # a failure: read again, not set aside twice (the table now holds the new id)
     stored = Watermark.from_property(written["c.raw.orders"].to_property())
     assert led.watermark("c.raw.orders") is stored and len(written) == 1
@@ -499,9 +501,18 @@ def test_a_run_whose_topic_ids_are_older_than_the_tables_marks_nothing(tmp_path:
     src = load_config(write(tmp_path, BASE)).source
     table_now = _wm(topic_ids={"t": Y}, offsets={("t", 0): 1_500})
     monkeypatch.setattr(recreated.source, "topic_ids", lambda src, topics: {"t": Y})
-    with pytest.raises(TransientError, match="older than Kafka's"):
+    with pytest.raises(TransientError, match="does not confirm"):
         recreated.confirm_stale(src, table_now, {"t": X})
     monkeypatch.setattr(recreated.source, "topic_ids", lambda src, topics: {"t": X})  # the run is right
     recreated.confirm_stale(src, table_now, {"t": X})
     monkeypatch.setattr(recreated.source, "topic_ids", lambda src, topics: {})  # Kafka does not tell
-    recreated.confirm_stale(src, table_now, {"t": X})
+    with pytest.raises(TransientError, match="does not confirm"):
+        recreated.confirm_stale(src, table_now, {"t": X})
+
+    def down(src: Any, topics: Any) -> dict[str, str]:
+        raise RuntimeError("KafkaException: _TRANSPORT: all brokers down")
+    monkeypatch.setattr(recreated.source, "topic_ids", down)  # the review: no answer marked with the old id
+    with pytest.raises(TransientError, match="all brokers down"):
+        recreated.confirm_stale(src, table_now, {"t": X})
+    recreated.confirm_stale(src, _wm(topic_ids={}, offsets={("t", 0): 1_500}), {"t": X})  # no id held: no doubt
+    recreated.confirm_stale(src, table_now, {"t": None})  # found by offsets, Kafka tells no ids: nothing to ask

@@ -290,3 +290,7 @@ def test_chaos_1202_a_catalog_restarting_while_the_query_starts_is_waited_out(
     monkeypatch.setattr(r, "_start", start)
     with pytest.raises(RuntimeError):
         r._start_or_wait(RestartBudget(1))  # the budget runs out
+    from icetide.errors import ServiceUnreachableError  # Kafka down while a start without a checkpoint plans
+
+    failures[:] = [ServiceUnreachableError("source.bootstrap_servers: cannot reach Kafka at k:9092")]
+    assert r._start_or_wait(RestartBudget(10)) is started

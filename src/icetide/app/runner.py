@@ -30,7 +30,9 @@ from icetide.errors import (
     ConfigError,
     FencedError,
     IcetideError,
+    ServiceUnreachableError,
     TopicRecreatedError,
+    TransientError,
     is_fenced,
 )
 from icetide.ingest import source
@@ -230,8 +232,8 @@ class Runner:
             try:
                 return self._start()
             except Exception as e:
-                if (isinstance(e, IcetideError) and e.terminal) or _terminal(e) \
-                        or not budget.failed(self.writer.counters.batches):
+                waitable = isinstance(e, ServiceUnreachableError) or not isinstance(e, IcetideError) or not e.terminal
+                if not waitable or _terminal(e) or not budget.failed(self.writer.counters.batches):
                     raise
                 self.restarts += 1
                 log.warning("the query could not start (%s); again %d/%d in %.0fs", _first_line(e), budget.used,
@@ -310,8 +312,12 @@ class Runner:
                 self.request_stop("duration")
                 return False
             self.writer.forget_watermarks()
-            others = [w.committed_at_ms for w in table_watermarks(self.spark, self.writer).values()
-                      if w.run != self.run_id]
+            try:
+                others = [w.committed_at_ms for w in table_watermarks(self.spark, self.writer).values()
+                          if w.run != self.run_id]
+            except TransientError as t:  # e.g. this run's topic ids are older than the tables': start again
+                log.warning("standing by: %s; taking over restarts the query, which learns them afresh", t)
+                return True
             quiet = time.time() - max(others, default=0) / 1000
             if quiet >= after:
                 log.warning("no other run of pipeline %s has committed for %.0fs: taking over", self.cfg.name, quiet)

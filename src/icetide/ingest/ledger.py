@@ -169,7 +169,8 @@ class Ledger:
                         batch_ranges=ranges, committed_at_ms=int(time.time() * 1000),
                         topic_ids={**(wm.topic_ids if wm is not None else {}), **ids},
                         restarts=dict(wm.restarts) if wm is not None else {})
-        return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges, ids, new.restarts),
+        marks = {t: m for t, m in new.restarts.items() if any(tp[0] == t for tp in ranges.ranges)}
+        return Pending(table, new, commit_properties(self.cfg.name, self.run_id, batch_id, ranges, ids, marks),
                        not_below(wm, ranges) if wm is not None else None, wm.fence() if wm is not None else (None, -1))
 
     # -- fencing ----------------------------------------------------------------------------

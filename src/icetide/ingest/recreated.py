@@ -163,23 +163,26 @@ def stale_topics(wm: Watermark, current: dict[str, str], restarted: dict[str, Re
 
 def confirm_stale(src: KafkaSource, wm: Watermark, stale: dict[str, str | None]) -> None:
     """Before a table's offsets of ``stale`` topics are set aside: where the table holds an id other
-    than the one this run knows, Kafka is asked again. If Kafka says the table's id is the topic's
-    now, this run's view is the old one (it was paused while another run read the new topic):
+    than the one this run knows, Kafka is asked again, and the offsets are set aside only when Kafka
+    confirms this run's id. Otherwise (Kafka says the table's id, another one, or does not answer)
+    this run's view may be the old one (it was paused while another run read the new topic):
     :class:`~icetide.errors.TransientError`, so the query starts again and learns the ids afresh,
-    instead of marking the new topic's offsets as the deleted one's. Kafka not telling: this run's
-    view stands (as everywhere else, an id Kafka does not give decides nothing)."""
-    doubtful = sorted(t for t, now in stale.items() if wm.topic_ids.get(t) and wm.topic_ids[t] != now)
+    instead of marking the new topic's offsets as the deleted one's (never "not recreated" for
+    want of an answer, nor "recreated" either)."""
+    # (a run that knows no id decided by offsets, Kafka not telling ids: nothing to confirm)
+    doubtful = sorted(t for t, now in stale.items() if now and wm.topic_ids.get(t) and wm.topic_ids[t] != now)
     if not doubtful:
         return
     try:
         kafka = source.topic_ids(src, doubtful)
-    except Exception as e:  # a probe: the run's own view stands
-        log.warning("topics %s: Kafka did not tell their ids (%s)", ", ".join(doubtful), str(e)[:200])
-        return
-    behind = [t for t in doubtful if kafka.get(t) == wm.topic_ids[t]]
-    if behind:
-        raise TransientError(f"topics {', '.join(behind)}: this run's topic ids are older than Kafka's (the table "
-                             "already holds the new topic's); nothing was set aside, the query starts again")
+    except Exception as e:
+        kafka, why = {}, f" ({str(e)[:200]})"
+    else:
+        why = ""
+    unsure = [t for t in doubtful if kafka.get(t) != stale[t]]
+    if unsure:
+        raise TransientError(f"topics {', '.join(unsure)}: the table holds another id than this run knows, and "
+                             f"Kafka does not confirm this run's{why}; nothing was set aside, the query starts again")
 
 
 def ids_to_record(held: Watermark | None, ranges: BatchRanges, current: dict[str, str]) -> dict[str, str]:
