@@ -5,6 +5,7 @@ page, icetide's tables, the HTML report, every --output json, a config error."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
@@ -36,7 +37,8 @@ def _ui_environment(port: int, app_name: str, timeout: float = 180) -> str:
                 with urllib.request.urlopen(f"http://127.0.0.1:{p}/api/v1/applications/{apps[0]}/environment",
                                             timeout=5) as r:
                     return r.read().decode()
-            except (OSError, IndexError, ValueError, KeyError, TypeError, AttributeError):
+            except (OSError, http.client.HTTPException, IndexError, ValueError, KeyError, TypeError, AttributeError):
+                # another service on a probed port (a broker answers HTTP with bytes: BadStatusLine)
                 continue
         time.sleep(0.5)
     raise AssertionError(f"no Spark UI of {app_name} on ports {port}-{port + 16}")
