@@ -199,25 +199,24 @@ class Chaos:
         if second in p.procs:
             p.procs.remove(second)
 
-    def _broker(self, f: Fault) -> None:
-        self.kafka.stop()
+    @staticmethod
+    def _down(service: Any, f: Fault) -> None:
+        """A service (the broker, the registry, the REST catalog, the object store) down for ``f.duration``."""
+        service.stop()
         time.sleep(f.duration)
-        self.kafka.start()
+        service.start()
+
+    def _broker(self, f: Fault) -> None:
+        self._down(self.kafka, f)
 
     def _registry(self, f: Fault) -> None:
-        self.registry.stop()
-        time.sleep(f.duration)
-        self.registry.start()
+        self._down(self.registry, f)
 
     def _rest(self, f: Fault) -> None:
-        self.rest.stop()
-        time.sleep(f.duration)
-        self.rest.start()
+        self._down(self.rest, f)
 
     def _store(self, f: Fault) -> None:
-        self.store.stop()
-        time.sleep(f.duration)
-        self.store.start()
+        self._down(self.store, f)
 
     def _retention(self, f: Fault) -> None:
         """Kafka deletes records of the first topic up to ``amount`` past what the pipeline has
