@@ -50,14 +50,23 @@ def register(*values: str | None) -> None:
                 _known.add(json.dumps(v, ensure_ascii=False)[1:-1])
 
 
+def _token_like(part: str) -> bool:
+    """A path segment that may be a token (``T0B1X2...``), not an ordinary word (``hook``, ``alerts``)."""
+    return len(part) >= 16 or (len(part) >= 8 and any(c.isdigit() for c in part))
+
+
 def register_url(url: str | None) -> None:
-    """A URL whose path, query or user info may carry a token: the whole URL and its password."""
+    """A URL whose path, query or user info may carry a token: the whole URL, its password, its
+    query, a path of more than one segment, and each token-like segment. A one-word path
+    (``/hook``) is not registered: masking an ordinary word would garble every later log line."""
     if not url:
         return
     parsed = urllib.parse.urlsplit(url)
     register(parsed.password)
-    if parsed.path.strip("/") or parsed.query:
-        register(url, parsed.path.strip("/"), parsed.query)
+    path = parsed.path.strip("/")
+    if path or parsed.query:
+        register(url, parsed.query, path if "/" in path else None)
+        register(*(part for part in path.split("/") if _token_like(part)))
 
 
 def register_mapping(values: Mapping[str, Any]) -> None:

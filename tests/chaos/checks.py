@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,41 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-probe", "log_level": 0})
     try:
         return {p: int(c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]) for p in parts}
+    finally:
+        c.close()
+
+
+def census(bootstrap: str, topics: list[str]) -> dict[str, tuple[str, int, int]]:
+    """Every record still in Kafka at the end: key → (topic, partition, offset). Ground truth for a
+    record whose delivery report carried no offset (librdkafka confirms a retried produce the broker
+    had already written, ``DUPLICATE_SEQUENCE_NUMBER``, without telling where it went)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-census", "enable.auto.commit": False,
+                  "log_level": 0})
+    out: dict[str, tuple[str, int, int]] = {}
+    try:
+        ends: dict[tuple[str, int], int] = {}
+        assign = []
+        for topic in topics:
+            for p in (meta[topic].partitions if topic in meta else {}):
+                low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+                if high > low:
+                    ends[(topic, p)] = int(high)
+                    assign.append(TopicPartition(topic, p, int(low)))
+        c.assign(assign)
+        idle = 0
+        while ends and idle < 30:
+            batch = c.consume(10_000, timeout=1.0)
+            idle = 0 if batch else idle + 1
+            for m in batch:
+                if m.error() is None and m.key() is not None:
+                    out[m.key().decode(errors="replace")] = (m.topic(), m.partition(), m.offset())
+                    if m.offset() + 1 >= ends.get((m.topic(), m.partition()), 0):
+                        ends.pop((m.topic(), m.partition()), None)
+        return out
     finally:
         c.close()
 
@@ -115,7 +151,8 @@ def _append(chaos: Chaos) -> list[dict[str, Any]]:
         classes[cls] += 1
     gaps = reported_gaps(pipe.logs)
     work = chaos.append
-    missing, dup, wrong, over, lost, deleted, undelivered = [], [], [], [], 0, 0, 0
+    in_kafka = census(chaos.kafka.bootstrap, list(work.topics))
+    missing, dup, wrong, over, lost, deleted, undelivered, nowhere = [], [], [], [], 0, 0, 0, 0
     for uid, r in work.records.items():
         n = ids[uid] + dead[uid]
         if ids[uid] > 1 or dead[uid] > 1 or n > 1:
@@ -124,16 +161,23 @@ def _append(chaos: Chaos) -> list[dict[str, Any]]:
         if d is None:
             undelivered += 1
             continue
+        if d.offset is None and d.incarnation == work.incarnation[d.topic]:
+            if uid in in_kafka:  # where the census found it: from here on, checked like any other
+                d = replace(d, partition=in_kafka[uid][1], offset=in_kafka[uid][2])
+            elif n == 0:  # confirmed without an offset, and not in Kafka at the end: nothing to hold icetide to
+                nowhere += 1
+                continue
         if n == 1:
             if (r.kind is None) != (dead[uid] == 1) or (r.kind is not None and where.get(uid) != r.kind):
                 wrong.append(uid)
-            if d.incarnation == work.incarnation[d.topic] and _in_gap(gaps, d.topic, d.partition, d.offset):
+            if (d.incarnation == work.incarnation[d.topic] and d.offset is not None
+                    and _in_gap(gaps, d.topic, d.partition, d.offset)):
                 over.append(uid)
             continue
         if n == 0:
             if d.incarnation < work.incarnation[d.topic]:
                 deleted += 1
-            elif _in_gap(gaps, d.topic, d.partition, d.offset):
+            elif d.offset is not None and _in_gap(gaps, d.topic, d.partition, d.offset):
                 lost += 1
             else:
                 missing.append(uid)
@@ -142,7 +186,8 @@ def _append(chaos: Chaos) -> list[dict[str, Any]]:
     return [
         _check("append: no record missing", not missing,
                f"{len(missing)} of {produced} missing (e.g. {where_missing}); {lost} lost to retention and reported, "
-               f"{deleted} on a topic deleted before they were read, {undelivered} not delivered by Kafka"),
+               f"{deleted} on a topic deleted before they were read, {undelivered} not delivered by Kafka, "
+               f"{nowhere} confirmed by Kafka without an offset and not in it at the end"),
         _check("append: no record twice", not dup, f"{len(dup)} ids more than once (e.g. {dup[:5]})"),
         _check("append: each record where it belongs", not wrong,
                f"{len(wrong)} good records dead-lettered, hostile ones landed, or in another table (e.g. {wrong[:5]}); "

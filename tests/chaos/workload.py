@@ -32,7 +32,7 @@ class Delivered:
     topic: str
     incarnation: int
     partition: int
-    offset: int
+    offset: int | None  # None: librdkafka confirmed the record without saying where (see checks.census)
 
 
 @dataclass

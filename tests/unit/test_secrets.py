@@ -140,3 +140,14 @@ def test_the_maintenance_log_masks_secrets_json_escapes_and_never_keeps_half_of_
         assert CANARY not in text and "pa\\\"ss" not in text and "pa\"ss" not in text, (column, text[-200:])
     assert secrets.MASK in row["arguments"] and len(row["result"]) <= 100_000
     assert not row["result"].endswith(('pa\\"', "pa\\", "pa")), row["result"][-40:]
+
+
+def test_a_webhook_path_of_one_word_masks_no_ordinary_text() -> None:
+    """CI stop 47: a webhook at ``/hook`` registered "hook" as a secret, so "alert webhook failed"
+    was logged as "alert web*** failed" for the rest of the process."""
+    secrets.register_url("http://127.0.0.1:9000/hook")
+    secrets.register_url("https://alerts.example.com/alerts?token=" + CANARY)
+    assert secrets.scrub("alert webhook failed; 3 alerts") == "alert webhook failed; 3 alerts"
+    assert CANARY not in secrets.scrub(f"posted token={CANARY}")
+    secrets.register_url(f"https://hooks.example.com/services/T0/B0/{CANARY}x")
+    assert secrets.scrub(f"path services/T0/B0/{CANARY}x or {CANARY}x") == "path *** or ***"
