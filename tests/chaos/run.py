@@ -275,7 +275,7 @@ class Chaos:
                     raise
                 time.sleep(1)
         self.append.incarnation[topic] += 1
-        self.append.release()
+        self.append.release(renew=True)
         time.sleep(f.duration)
         p.start()
 

@@ -18,6 +18,7 @@ import json
 import random
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,9 @@ class AppendWorkload:
         self.records: dict[str, Produced] = {}
         self.incarnation = {t: 0 for t in topics}
         self.failed = 0  # deliveries Kafka refused (not expected anywhere)
+        self.errors: Counter[str] = Counter()  # why, by librdkafka's error name
+        self.producers = 1  # how many producers the run needed (a fatal error or a recreated topic: a new one)
+        self._renew = threading.Event()
         self._stop, self._hold = threading.Event(), threading.Event()
         self._idle = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="chaos-append", daemon=True)
@@ -70,7 +74,11 @@ class AppendWorkload:
         self._hold.set()
         self._idle.wait(180)
 
-    def release(self) -> None:
+    def release(self, renew: bool = False) -> None:
+        """Produce again; ``renew``: with a new producer (after a topic was recreated, the old one's
+        idempotence state (sequence numbers per partition) belongs to the deleted topic)."""
+        if renew:
+            self._renew.set()
         self._idle.clear()
         self._hold.clear()
 
@@ -102,19 +110,31 @@ class AppendWorkload:
     def _loop(self) -> None:
         from confluent_kafka import KafkaException, Producer
 
-        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "enable.idempotence": True,
-                      "message.timeout.ms": 240000, "topic.metadata.refresh.interval.ms": 3000, "log_level": 0})
+        def producer() -> Any:
+            return Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "enable.idempotence": True,
+                             "message.timeout.ms": 240000, "topic.metadata.refresh.interval.ms": 3000,
+                             "log_level": 0})
+
+        p = producer()
 
         def report(record: Produced, topic: str, incarnation: int) -> Any:
             def on_delivery(err: Any, msg: Any) -> None:
                 if err is None:
                     record.delivered = Delivered(topic, incarnation, msg.partition(), msg.offset())
-                else:
+                else:  # not delivered: the checks hold icetide to nothing for it
                     self.failed += 1
+                    self.errors[err.name()] += 1
+                    if err.fatal():  # an idempotent producer's fatal error fails every later record
+                        self._renew.set()
             return on_delivery
 
         tick = 0.05
         while not self._stop.is_set():
+            if self._renew.is_set():
+                p.flush(120)
+                p = producer()
+                self.producers += 1
+                self._renew.clear()
             if self._hold.is_set():
                 p.flush(120)
                 self._idle.set()
@@ -136,9 +156,12 @@ class AppendWorkload:
                         break
                     except BufferError:
                         p.poll(0.1)
-                    except KafkaException:  # a topic just created again is unknown here for a moment
-                        if time.monotonic() > deadline:
+                    except KafkaException as e:  # a topic just created again is unknown here for a moment
+                        if e.args and getattr(e.args[0], "fatal", lambda: False)():
+                            self._renew.set()
+                        if time.monotonic() > deadline or self._renew.is_set():
                             self.failed += 1
+                            self.errors[e.args[0].name() if e.args and hasattr(e.args[0], "name") else "produce"] += 1
                             break
                         p.poll(0.5)
             p.poll(0)
