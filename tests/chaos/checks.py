@@ -4,12 +4,12 @@ own read path).
 - no pipeline run ended on its own (a fault may stop a run only by the harness's hand);
 - append: every record produced is, exactly once, a row of the table its ``kind`` routes to (a
   good record) or a dead letter (a hostile one), unless Kafka deleted it unread and the pipeline
-  reported a gap covering its offset, or it was on a topic deleted before it was read; no
-  reported gap covers a record that landed;
+  reported a gap covering its offset (for every table, or for the record's own), or it was on a
+  topic deleted before it was read; no reported gap covers a record that landed;
 - CDC (JSON, and Avro on the full stack): the table is exactly the change stream's final state,
   and each bad change one dead letter of its class;
 - every file the tables reference exists (local files and, on the full stack, S3 objects);
-- the secret in the config (and the object store's secret key) appears in no output.
+- the secret in the config (and the object store's secret key) appears in no output;
 - the harness itself: its producer delivered at least 98% of the append records (a run whose
   producer failed proves little); a record Kafka confirmed without an offset is placed by a
   census of the topics at the end.
@@ -111,16 +111,22 @@ def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
     return {"name": name, "ok": bool(ok), "detail": detail}
 
 
-def reported_gaps(logs: list[Path]) -> dict[tuple[str, int], list[tuple[int, int]]]:
-    """Every ``kafka_gap`` alert the runs logged: (topic, partition) → [from, to) ranges."""
-    out: dict[tuple[str, int], list[tuple[int, int]]] = {}
+Gaps = dict[tuple[str, int], list[tuple[int, int, "str | None"]]]
+
+
+def reported_gaps(logs: list[Path]) -> Gaps:
+    """Every ``kafka_gap`` alert the runs logged: (topic, partition) → [from, to) ranges, each with
+    the table whose records only it lost (a batch a crash left partial), None for every record."""
+    out: Gaps = {}
     for log in logs:
         if not log.exists():
             continue
         for m in _GAP.finditer(log.read_text(errors="replace")):
             a = json.loads(m.group(0))
             topic, _, part = str(a["partition"]).rpartition("[")
-            out.setdefault((topic, int(part.rstrip("]"))), []).append((int(a["lost_from"]), int(a["lost_to"])))
+            table = str(a["table"]).rpartition(".")[2] if a.get("table") else None
+            out.setdefault((topic, int(part.rstrip("]"))), []).append(
+                (int(a["lost_from"]), int(a["lost_to"]), table))
     return out
 
 
@@ -129,8 +135,9 @@ def _at(d: Any) -> str:
     return f"{d.topic}#{d.incarnation}[{d.partition}]@{d.offset}" if d is not None else "undelivered"
 
 
-def _in_gap(gaps: dict[tuple[str, int], list[tuple[int, int]]], topic: str, partition: int, offset: int) -> bool:
-    return any(a <= offset < b for a, b in gaps.get((topic, partition), []))
+def _in_gap(gaps: Gaps, topic: str, partition: int, offset: int, table: str) -> bool:
+    """Whether a reported gap covers the record at ``offset`` bound for ``table``."""
+    return any(a <= offset < b and t in (None, table) for a, b, t in gaps.get((topic, partition), []))
 
 
 def _append(chaos: Chaos) -> list[dict[str, Any]]:
@@ -174,13 +181,13 @@ def _append(chaos: Chaos) -> list[dict[str, Any]]:
             if (r.kind is None) != (dead[uid] == 1) or (r.kind is not None and where.get(uid) != r.kind):
                 wrong.append(uid)
             if (d.incarnation == work.incarnation[d.topic] and d.offset is not None
-                    and _in_gap(gaps, d.topic, d.partition, d.offset)):
+                    and _in_gap(gaps, d.topic, d.partition, d.offset, r.kind or "dead_letters")):
                 over.append(uid)
             continue
         if n == 0:
             if d.incarnation < work.incarnation[d.topic]:
                 deleted += 1
-            elif d.offset is not None and _in_gap(gaps, d.topic, d.partition, d.offset):
+            elif d.offset is not None and _in_gap(gaps, d.topic, d.partition, d.offset, r.kind or "dead_letters"):
                 lost += 1
             else:
                 missing.append(uid)

@@ -29,7 +29,7 @@ def test_chaos_4327_retention_racing_the_read_of_a_batch_is_replayed_and_reporte
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from icetide.ingest import source
+    from icetide.ingest import retention
 
     topic, table = unique("race"), f"it.{unique('race')}"
     create_topic(kafka.bootstrap, topic, 2)
@@ -37,10 +37,10 @@ def test_chaos_4327_retention_racing_the_read_of_a_batch_is_replayed_and_reporte
     path = tmp_path / "race.yaml"
     path.write_text(yaml.safe_dump(pipeline_dict(kafka, lake, tmp_path, topic, table)))
 
-    original, cut = source.RetentionProbe.lost, {0: 150, 1: 60}
+    original, cut = retention.RetentionProbe.lost, {0: 150, 1: 60}
     asked: list[Any] = []
 
-    def racing(self: source.RetentionProbe, ranges: Any, read: Any = None) -> Any:
+    def racing(self: retention.RetentionProbe, ranges: Any, read: Any = None) -> Any:
         answer = original(self, ranges, read)
         if not asked:  # retention runs right after the first batch's probe, before Spark reads
             admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
@@ -49,7 +49,7 @@ def test_chaos_4327_retention_racing_the_read_of_a_batch_is_replayed_and_reporte
         asked.append(answer)
         return answer
 
-    monkeypatch.setattr(source.RetentionProbe, "lost", racing)
+    monkeypatch.setattr(retention.RetentionProbe, "lost", racing)
     runner = run_in_process(spark, path)
 
     assert asked[0] == {}, "the first probe ran before the deletion"

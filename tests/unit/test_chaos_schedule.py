@@ -45,5 +45,7 @@ def test_gaps_are_read_from_the_alerts_the_runs_logged(tmp_path: Path) -> None:
     alert = {"event": "kafka_gap", "pipeline": "p", "partition": "chaos-ev-a[1]", "lost_from": 100, "lost_to": 150}
     log = tmp_path / "run.log"
     log.write_text("WARNING something\n" + json.dumps(alert) + "\nINFO {\"event\": \"batch\"}\n"
-                   + json.dumps({**alert, "partition": "x[0]", "lost_from": 0, "lost_to": 3}) + "\n")
-    assert reported_gaps([log, tmp_path / "absent.log"]) == {("chaos-ev-a", 1): [(100, 150)], ("x", 0): [(0, 3)]}
+                   + json.dumps({**alert, "partition": "x[0]", "lost_from": 0, "lost_to": 3}) + "\n"
+                   + json.dumps({**alert, "table": "chaos.orders", "lost_from": 90, "lost_to": 100}) + "\n")
+    assert reported_gaps([log, tmp_path / "absent.log"]) == {("chaos-ev-a", 1): [(100, 150, None), (90, 100, "orders")],
+                                                              ("x", 0): [(0, 3, None)]}

@@ -122,7 +122,7 @@ def test_the_mirror_before_expiry_folds_only_current_ancestors_and_skips_what_is
 
 
 def test_item9_lost_ranges_are_the_part_of_a_batch_kafka_no_longer_holds() -> None:
-    from icetide.ingest.source import describe_lost, lost_ranges
+    from icetide.ingest.retention import describe_lost, lost_ranges
 
     ranges = BatchRanges({("t", 0): (100, 200), ("t", 1): (50, 60), ("t", 2): (10, 10), ("u", 0): (0, 5)})
     low = {("t", 0): 150, ("t", 1): 80, ("t", 2): 99, ("u", 0): 0}
@@ -132,7 +132,7 @@ def test_item9_lost_ranges_are_the_part_of_a_batch_kafka_no_longer_holds() -> No
     assert describe_lost(lost) == "t[0] offsets 100-149 (50 records), t[1] offsets 50-59 (10 records)"
     assert lost_ranges(ranges, {}) == {}
     # a batch replayed after its commits: what the tables hold is not lost
-    from icetide.ingest.source import above
+    from icetide.ingest.retention import above
 
     assert above(lost, {("t", 0): 120, ("t", 1): 70}) == {("t", 0): (120, 150)}
     assert above(lost, {}) == lost
@@ -145,11 +145,11 @@ def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent
     Spark's reader then skipped it (on_data_loss: continue) and nothing was reported. Right before each
     commit the probe is asked again: before any commit of the batch began, a race replays the batch
     once (its probe then reports exactly what is gone) and no later commit of it lands; after one
-    began, or on the batch's second race, the new range is reported."""
+    began, the batch had read it all (nothing lost); on the batch's second race, it is reported."""
     import pytest
 
     from icetide.errors import is_commit_conflict
-    from icetide.ingest.source import Recheck, RetentionRace, add_lost, beyond, lost_ranges
+    from icetide.ingest.retention import Recheck, RetentionRace, add_lost, beyond, lost_ranges
 
     ranges = BatchRanges({("a", 0): (0, 748), ("a", 1): (0, 760), ("b", 0): (0, 535)})
 
@@ -166,7 +166,7 @@ def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent
     add_lost(reported, {("a", 0): (300, 748), ("b", 0): (0, 5)})
     assert reported == {("a", 0): (0, 748), ("b", 0): (0, 5)}  # a continued range joins the reported one
 
-    def held() -> dict[tuple[str, int], int]:
+    def held() -> dict[str, dict[tuple[str, int], int]]:
         return {}
 
     raced = Probe({("a", 0): 1087, ("a", 1): 1130, ("b", 0): 0})
@@ -182,15 +182,44 @@ def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent
     # already reported by the batch's own probe: nothing new, no replay
     Recheck(raced, ranges, None, {("a", 0): (0, 748), ("a", 1): (0, 760)}, held, True)()
     # a replay of a batch whose tables hold it all: nothing lost, so no endless replays
-    Recheck(raced, ranges, None, {}, lambda: {("a", 0): 748, ("a", 1): 760}, True)()
-    # after a commit of the batch began: reported (wide), not replayed
+    Recheck(raced, ranges, None, {}, lambda: {"ns.t": {("a", 0): 748, ("a", 1): 760}}, True)()
+    # a replay of a batch one table committed and another did not: the other's records are lost
+    with pytest.raises(RetentionRace):
+        Recheck(raced, ranges, None, {}, lambda: {"ns.t": {("a", 0): 748, ("a", 1): 760}, "ns.u": {}}, True)()
+    # chaos seed 1202: after a commit of the batch began, its read was over: what Kafka deletes now
+    # was read and lands, so it is no gap (it was reported wide, over 5,435 records that landed)
     lost = {}
     later = Recheck(Probe({("a", 0): 0, ("a", 1): 0, ("b", 0): 0}), ranges, None, lost, held, True)
     later()
     later.probe = raced
     later()
-    assert lost == {("a", 0): (0, 748), ("a", 1): (0, 760)}
+    assert lost == {} and not later.raced
     # the batch raced once already: its replay reports instead of replaying again
     lost = {}
     Recheck(raced, ranges, None, lost, held, False)()
     assert lost == {("a", 0): (0, 748), ("a", 1): (0, 760)}
+
+
+def test_chaos_1202_a_partial_batch_s_gap_is_each_missing_table_s_own() -> None:
+    """Chaos seed 1202: a batch committed to one table, not the other, then the checkpoint was lost
+    and Kafka deleted the batch's start. The gap was reported from the highest offset any table
+    held, so the records the other table never got were lost with no report (1,677 records). Now
+    the part above every table is a common gap, and the part only some tables lack is theirs, named."""
+    from icetide.ingest.batch_log import PipelineCounters
+    from icetide.ingest.retention import gap_keys, parse_gap_key, split_lost
+
+    lost = {("a", 0): (100, 180), ("a", 1): (50, 60), ("b", 0): (0, 10)}
+    nexts = {"ns.orders": {("a", 0): 150, ("a", 1): 70}, "ns.clicks": {("a", 0): 100, ("a", 1): 70},
+             "ns.dead_letters": {}}
+    common, tables = split_lost(lost, nexts)
+    assert common == {("a", 0): (150, 180), ("b", 0): (0, 10)}  # no table holds these: every record lost
+    assert tables == {"ns.clicks": {("a", 0): (100, 150)},  # orders holds its records of 100-149
+                      "ns.dead_letters": {("a", 0): (100, 150), ("a", 1): (50, 60)}}
+    assert split_lost(lost, {}) == (lost, {})
+    keys = gap_keys(common, tables)
+    assert keys["a[0] for ns.clicks"] == [100, 150] and keys["a[0]"] == [150, 180]
+    assert parse_gap_key("a[0] for ns.clicks") == ("a[0]", "ns.clicks") and parse_gap_key("a[0]") == ("a[0]", None)
+    counters = PipelineCounters()
+    counters.add_gaps(keys)
+    assert counters.lost_records == 30 + 10  # a table's part is a gap, not a count of lost records
+    assert set(counters.gaps) == set(keys)

@@ -223,7 +223,7 @@ class _Writer:
         self.topics = Topics(cfg.source, cfg.name)
         self.counters = PipelineCounters()
         self.by_table, self.read = held, []  # type: ignore[var-annotated]
-        self.cfg = cfg
+        self.cfg, self.catalog = cfg, "icetide"
         self.ledger = self  # its forget()
 
     def q(self, t: str) -> str:

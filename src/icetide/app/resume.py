@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from icetide.app import run_alerts
 from icetide.config.models import PipelineConfig
 from icetide.errors import DataLossError
-from icetide.ingest import source
+from icetide.ingest import retention, source
 from icetide.lake.offsets import TopicPartition
 
 if TYPE_CHECKING:
@@ -24,20 +24,22 @@ log = logging.getLogger(__name__)
 
 
 def starting_json(cfg: PipelineConfig, writer: BatchWriter, resume: dict[TopicPartition, int],
-                  written: dict[TopicPartition, int] | None = None) -> str:
-    """Spark's ``startingOffsets`` for ``resume``; what retention deleted above ``written`` (see
+                  nexts: retention.Nexts | None = None) -> str:
+    """Spark's ``startingOffsets`` for ``resume``; what retention deleted above it (see
     :func:`~icetide.ingest.source.starting_offsets_json`) reported or, with ``source.on_data_loss:
     stop``, :class:`DataLossError` before the query starts.
 
-    Narrower: a batch that a crash left partial *and* whose checkpoint is lost is assumed written
-    up to the highest offset any table holds, so retention deleting its unwritten part in between
-    goes unreported (docs/guarantees.md)."""
-    if written is None:  # what the tables hold: a checkpoint may lag them by a batch
-        written = writer.ledger.held([writer.q(t) for t in writer.tables()])
-    offsets, lost = source.starting_offsets_json(cfg.source, resume, written)
-    if not lost:
+    ``nexts``: per table, the next offset it needs (default: read from the tables). Above the highest
+    of them every record is lost; between a table's own and the highest (a batch a crash left
+    partial, some tables committed), only the records routed to that table, and the report names it."""
+    if nexts is None:
+        nexts = {t: wm.offsets for t in writer.tables() if (wm := writer.watermark(writer.q(t))) is not None}
+    nexts = {t.removeprefix(f"{writer.catalog}."): offs for t, offs in nexts.items()}  # namespace.table
+    offsets, gone = source.starting_offsets_json(cfg.source, resume)
+    lost, tables = retention.split_lost(gone, nexts)
+    if not lost and not tables:
         return offsets
-    what = source.describe_lost(lost)
+    what = "; ".join(x for x in (retention.describe_lost(lost), retention.describe_tables(tables)) if x)
     if cfg.source.on_data_loss == "stop":
         raise DataLossError(
             f"source.on_data_loss: Kafka no longer holds records pipeline '{cfg.name}' had not read (its retention "
@@ -46,7 +48,7 @@ def starting_json(cfg: PipelineConfig, writer: BatchWriter, resume: dict[TopicPa
             "topic again first")
     log.warning("Kafka deleted records before the pipeline read them (retention, while it was away); starting "
                 "from the oldest still there (source.on_data_loss: continue). Lost: %s", what)
-    gaps = {f"{t}[{p}]": [a, b] for (t, p), (a, b) in lost.items()}
+    gaps = retention.gap_keys(lost, tables)
     writer.counters.add_gaps(gaps)
     run_alerts.gap(cfg, None, gaps)
     return offsets

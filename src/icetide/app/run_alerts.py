@@ -7,6 +7,7 @@ import logging
 
 from icetide.config.models import PipelineConfig
 from icetide.health.alerts import emit
+from icetide.ingest.retention import parse_gap_key
 
 log = logging.getLogger(__name__)
 
@@ -14,11 +15,15 @@ log = logging.getLogger(__name__)
 def gap(cfg: PipelineConfig, batch: int | None, lost: dict[str, list[int]]) -> None:
     """A retention gap is an alert (log and ``health.webhook_url``), like a health threshold
     (``batch`` None: found when the query started, before any batch)."""
-    events = [{"event": "kafka_gap", "pipeline": cfg.name, "table": None, "partition": tp,
-               "severity": "critical", "batch": batch, "lost_from": a, "lost_to": b, "records": b - a,
-               "reason": f"Kafka deleted {b - a} records of {tp} (offsets {a}-{b - 1}) before the pipeline "
-                         "read them (source.on_data_loss: continue)"}
-              for tp, (a, b) in sorted(lost.items())]
+    events = []
+    for key, (a, b) in sorted(lost.items()):
+        tp, table = parse_gap_key(key)  # a table's part: only the records routed to it are lost
+        whose = f"the records routed to {table} among the {b - a} offsets" if table else f"{b - a} records"
+        events.append({"event": "kafka_gap", "pipeline": cfg.name, "table": table, "partition": tp,
+                       "severity": "critical", "batch": batch, "lost_from": a, "lost_to": b,
+                       "records": None if table else b - a,
+                       "reason": f"Kafka deleted {whose} of {tp} (offsets {a}-{b - 1}) before the pipeline "
+                                 "read them (source.on_data_loss: continue)"})
     try:
         emit(events, cfg.health.webhook_url)
     except Exception as e:  # an alert never stops the stream

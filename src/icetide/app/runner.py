@@ -159,11 +159,8 @@ def starting_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWrit
             f"pipeline '{cfg.name}': {json.dumps(held)}. Restore the checkpoint, or set "
             "stream.on_missing_checkpoint: resume to continue from the offsets recorded in the tables"
         )
-    written: dict[tuple[str, int], int] = {}
-    for w in wms.values():
-        for tp, off in w.offsets.items():
-            written[tp] = max(written.get(tp, -1), off)
-    offsets = resume.starting_json(cfg, writer, resume_offsets(list(wms.values())), written)
+    offsets = resume.starting_json(cfg, writer, resume_offsets(list(wms.values())),
+                                   {t: w.offsets for t, w in wms.items()})
     log.warning("no checkpoint at %s: resuming from the offsets recorded in the tables: %s", ckpt, offsets)
     return offsets
 

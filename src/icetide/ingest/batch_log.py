@@ -98,9 +98,12 @@ class PipelineCounters:
     recreated: dict[str, str] = field(default_factory=dict)
 
     def add_gaps(self, lost: dict[str, list[int]]) -> None:
-        """Records Kafka deleted before the pipeline read them: "topic[p]" → [from, to)."""
+        """Records Kafka deleted before the pipeline read them: "topic[p]" → [from, to). A table's
+        part ("topic[p] for ns.table", see :mod:`icetide.ingest.retention`) lost only the records
+        routed to that table: a gap, but not a count (topic names hold no spaces)."""
         for tp, (a, b) in lost.items():
-            self.lost_records += b - a
+            if " for " not in tp:
+                self.lost_records += b - a
             self.gaps.setdefault(tp, []).append([a, b])
 
     def add(self, r: BatchResult) -> None:

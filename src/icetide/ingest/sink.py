@@ -37,7 +37,7 @@ from icetide import faults
 from icetide.config.base import STREAMING_TABLE_DEFAULTS
 from icetide.config.models import PipelineConfig
 from icetide.errors import BATCH_MARKER, BatchFailedError, DataLossError, FencedError, IcetideError, is_fenced
-from icetide.ingest import decode, evolution, multi_write, one_pass, recreated, routing, shapes, source
+from icetide.ingest import decode, evolution, multi_write, one_pass, recreated, retention, routing, shapes, source
 from icetide.ingest.batch_log import BatchLog, BatchResult, Laps, PipelineCounters, schema_mismatches
 from icetide.ingest.formats import ID
 from icetide.ingest.ledger import Ledger
@@ -90,8 +90,9 @@ class BatchWriter:
         parts = (spark, cfg, self.ledger, self.preparer, self._parallel)
         self.one_pass, self.multi_table, self.per_table = OnePass(*parts), MultiTable(*parts), PerTable(*parts)
         self._dead_letters_ready = False
-        self._retention = source.RetentionProbe(cfg.source)
-        self._lost: dict[tuple[str, int], tuple[int, int]] = {}
+        self._retention = retention.RetentionProbe(cfg.source)
+        self._lost: retention.Lost = {}
+        self._lost_tables: retention.TableLost = {}  # a partial batch's replay: what only some tables lost
         self._raced: set[int] = set()  # batches a retention race replayed once (next time: reported wide)
         #: the partitions the query had a position in before the batch (None: unknown, all count)
         self._read_before: set[tuple[str, int]] | None = None
@@ -152,7 +153,7 @@ class BatchWriter:
             self._raced |= {batch_id} if getattr(self.ledger.before_commit, "raced", False) else set()
             self.in_flight_since_ms, self.ledger.before_commit = None, None
         if result is not None:
-            result.lost = {f"{t}[{p}]": [a, b] for (t, p), (a, b) in self._lost.items()}
+            result.lost = retention.gap_keys(self._lost, self._lost_tables)
             self.counters.add(result)
             if result.lost and self.on_gap is not None:
                 self.on_gap(batch_id, result.lost)
@@ -170,17 +171,20 @@ class BatchWriter:
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
-        self._lost, tables = self._retention.lost(ranges, self._read_before), [self.q(t) for t in self.tables()]
-        self._lost = source.above(self._lost, self.ledger.held(tables)) if self._lost else {}  # replays keep theirs
+        lost = self._retention.lost(ranges, self._read_before)
+        # what the tables hold of the range was never lost (a replay of a batch some tables committed)
+        self._lost, self._lost_tables = retention.split_lost(lost, self._nexts()) if lost else ({}, {})
         if cfg.source.on_data_loss == "continue":  # and before each commit, what retention deleted meanwhile
-            self.ledger.before_commit = source.Recheck(self._retention, ranges, self._read_before, self._lost,
-                                                       lambda: self.ledger.held(tables), batch_id not in self._raced)
-        if self._lost:
+            self.ledger.before_commit = retention.Recheck(self._retention, ranges, self._read_before, self._lost,
+                                                          self._nexts, batch_id not in self._raced,
+                                                          self._lost_tables)
+        if self._lost or self._lost_tables:
+            what = "; ".join(x for x in (retention.describe_lost(self._lost),
+                                         retention.describe_tables(self._lost_tables)) if x)
             if cfg.source.on_data_loss == "stop":
-                raise DataLossError(self._data_loss_message(source.describe_lost(self._lost)))
+                raise DataLossError(self._data_loss_message(what))
             log.warning("Kafka deleted records before the pipeline read them (retention); going on from the oldest "
-                        "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id,
-                        source.describe_lost(self._lost))
+                        "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id, what)
         tasks = source.batch_tasks(cfg.source, ranges, self.spark.sparkContext.defaultParallelism)
         if tasks is not None:  # fewer, larger files: the Kafka read and every write run in ``tasks`` tasks
             rows = rows.coalesce(tasks)
@@ -224,6 +228,11 @@ class BatchWriter:
             return self._process_cached(rows, ctx, started, done)
         finally:
             (raw if raw is not None else rows).unpersist()
+
+    def _nexts(self) -> retention.Nexts:
+        """Per table (namespace.table), the next offset it needs of each partition (none: all of them)."""
+        return {t: (wm.offsets if (wm := self.ledger.watermark(self.q(t))) is not None else {})
+                for t in self.tables()}
 
     def _declared_one_pass(self, rows: DataFrame, ctx: BatchContext) -> one_pass.Result | None:
         """Avro once schema ids are learned: the one pass straight over the Kafka batch, before the

@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from icetide import secrets
 from icetide.config.source import KafkaSource
-from icetide.errors import ServiceUnreachableError, TransientError
+from icetide.errors import ServiceUnreachableError
 from icetide.lake.offsets import BatchRanges, TopicPartition
 
 if TYPE_CHECKING:
@@ -106,8 +104,7 @@ def topic_names(src: KafkaSource, timeout: float = 10.0) -> list[str]:
 Lost = dict[TopicPartition, tuple[int, int]]
 
 
-def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int],
-                          written: dict[TopicPartition, int] | None = None) -> tuple[str, Lost]:
+def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int]) -> tuple[str, Lost]:
     """Spark's ``startingOffsets`` JSON for a pipeline that has run before: its resume points, and
     the earliest offset elsewhere.
 
@@ -118,9 +115,9 @@ def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int],
     ``source.starting_offsets`` applies only to a pipeline's very first start (and Spark itself
     starts partitions it discovers while running at their earliest offset).
 
-    Also returns what retention deleted that the pipeline had not written (the caller reports it,
-    or stops): above ``written`` (per partition, the highest offset any table holds; default the
-    resume point, which may lie below it to finish a partial batch).
+    Also returns what retention deleted above the resume points (the caller parts it by what the
+    tables hold, :func:`icetide.ingest.retention.split_lost`, and reports it, or stops): a resume
+    point may lie below what some tables hold, to finish a batch a crash left partial.
     """
     default = -2
     parts = list_partitions(src)
@@ -133,8 +130,7 @@ def starting_offsets_json(src: KafkaSource, resume: dict[TopicPartition, int],
         # (Spark would otherwise fail the query with failOnDataLoss).
         out[topic] = {str(p): max(resume[(topic, p)], low[(topic, p)]) if (topic, p) in resume else default
                       for p in ps}
-    upto = {tp: max(r, (written or {}).get(tp, r)) for tp, r in resume.items()}
-    gone = {tp: (upto[tp], lo) for tp, lo in sorted(low.items()) if lo > upto[tp]}
+    gone = {tp: (resume[tp], lo) for tp, lo in sorted(low.items()) if lo > resume[tp]}
     return json.dumps(out, sort_keys=True), gone
 
 
@@ -148,34 +144,6 @@ def high_watermarks(src: KafkaSource, tps: list[TopicPartition]) -> dict[TopicPa
     return _watermarks(src, tps, 1)
 
 
-def lost_ranges(ranges: BatchRanges, low: dict[TopicPartition, int], read: set[TopicPartition] | None = None
-                ) -> Lost:
-    """Per partition, the part of a batch's planned range Kafka no longer holds: [start, oldest
-    retained) cut at the range's end (retention deleted it before the pipeline read it). Only the
-    partitions of ``read`` (None: all), those the query had a position in before this batch: a
-    partition new to the query (added, or of a topic a pattern matches now) starts at its oldest
-    retained record, and what retention deleted of it before was never the pipeline's to read."""
-    out = {}
-    for tp, (start, end) in sorted(ranges.ranges.items()):
-        if read is not None and tp not in read:
-            continue
-        lo = low.get(tp)
-        if lo is not None and end > start and lo > start:
-            out[tp] = (start, min(lo, end))
-    return out
-
-
-def above(lost: Lost, held: dict[TopicPartition, int]) -> Lost:
-    """``lost`` without what the tables already hold (``held``: per partition, the highest offset
-    any table of the pipeline holds)."""
-    out = {}
-    for tp, (a, b) in sorted(lost.items()):
-        start = max(a, held.get(tp, a))
-        if b > start:
-            out[tp] = (start, b)
-    return out
-
-
 def scan_ranges(parsed: DataFrame) -> BatchRanges:
     """Offsets per partition by scanning the batch (fallback when the offset log is unreadable)."""
     from pyspark.sql import functions as F
@@ -184,97 +152,6 @@ def scan_ranges(parsed: DataFrame) -> BatchRanges:
         F.min("_kafka_offset").alias("lo"), F.max("_kafka_offset").alias("hi")).collect()
     return BatchRanges({(r["_kafka_topic"], int(r["_kafka_partition"])): (int(r["lo"]), int(r["hi"]) + 1)
                         for r in rows})
-
-
-def beyond(lost: Lost, reported: Lost) -> Lost:
-    """What of ``lost`` is not already in ``reported`` (both per partition, [start, end))."""
-    return above(lost, {tp: b for tp, (_, b) in reported.items()})
-
-
-def describe_lost(lost: dict[TopicPartition, tuple[int, int]]) -> str:
-    return ", ".join(f"{t}[{p}] offsets {a}-{b - 1} ({b - a} records)" for (t, p), (a, b) in sorted(lost.items()))
-
-
-class RetentionRace(TransientError):
-    """Kafka deleted records of a batch's range while the batch read them (after its probe), before
-    any of its commits began: the batch is replayed, and its probe then reports exactly what is gone."""
-
-    replays_batch = True  # not a commit conflict: retrying the commit would not help
-
-
-def add_lost(lost: Lost, new: Lost) -> None:
-    """Extend ``lost`` by ``new`` in place (a range that continues a reported one joins it)."""
-    for tp, (a, b) in new.items():
-        lost[tp] = (lost[tp][0], max(b, lost[tp][1])) if tp in lost else (a, b)
-
-
-class Recheck:
-    """Right before each commit of one batch (:attr:`icetide.ingest.ledger.Ledger.before_commit`):
-    what Kafka deleted of the batch's range since its probe, beyond what was reported. Spark's reader
-    skips what is gone (``on_data_loss: continue``), so without this a deletion racing the read would
-    go unreported. While no commit of the batch has begun, and once per batch, a race raises
-    :class:`RetentionRace` (replay: the replay's probe reports it exactly), and every later commit of
-    the batch raises too, so none lands; after a commit began, the new range is added to ``lost``
-    (some of it may have been read before it was deleted: reported all the same, never silently).
-    Commits of one batch run in parallel threads: one lock orders them."""
-
-    def __init__(self, probe: RetentionProbe, ranges: BatchRanges, read: set[TopicPartition] | None, lost: Lost,
-                 held: Callable[[], dict[TopicPartition, int]], may_replay: bool) -> None:
-        self.probe, self.ranges, self.read, self.lost, self.held = probe, ranges, read, lost, held
-        self.may_replay, self.started, self.raced = may_replay, 0, False
-        self._lock = threading.Lock()
-
-    def __call__(self) -> None:
-        with self._lock:
-            if self.raced:
-                raise RetentionRace("a commit of this batch found records Kafka deleted while it read them")
-            new = beyond(self.probe.lost(self.ranges, self.read), self.lost)
-            if new and self.started == 0 and self.may_replay:
-                new = above(new, self.held())  # what the tables held before this batch was never lost
-                if new:
-                    self.raced = True
-                    raise RetentionRace(f"Kafka deleted records of this batch while it read them "
-                                        f"({describe_lost(new)}): replaying the batch, which reports what is gone")
-            if new:
-                log.warning("Kafka deleted records of the batch while its commits were landing; reported as lost: "
-                            "%s", describe_lost(new))
-                add_lost(self.lost, new)
-            self.started += 1
-
-
-class RetentionProbe:
-    """The oldest offset Kafka retains per partition, from one admin client kept for the run (one
-    ``ListOffsets`` request for all of a batch's partitions: a batch asks before it reads, and again
-    before each commit, :func:`recheck`)."""
-
-    def __init__(self, src: KafkaSource) -> None:
-        self.src = src
-        self._admin: Any = None
-
-    def lost(self, ranges: BatchRanges, read: set[TopicPartition] | None = None) -> Lost:
-        """What of ``ranges`` Kafka no longer holds (empty when it could not be asked); ``read``: see
-        :func:`lost_ranges`."""
-        from confluent_kafka import TopicPartition as KafkaTopicPartition
-        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
-        tps = [tp for tp, (start, end) in ranges.ranges.items() if end > start and (read is None or tp in read)]
-        if not tps:
-            return {}
-        try:
-            if self._admin is None:
-                from confluent_kafka.admin import AdminClient
-
-                self._admin = AdminClient({**client_conf(self.src), "log_level": 0})
-            asked = self._admin.list_offsets({KafkaTopicPartition(t, p): OffsetSpec.earliest() for t, p in tps},
-                                             request_timeout=10)
-            low = {(k.topic, k.partition): int(f.result(15).offset) for k, f in asked.items()}
-        except Exception:  # the read itself will tell; a probe never fails a batch
-            self.close()
-            return {}
-        return lost_ranges(ranges, low, read)
-
-    def close(self) -> None:
-        self._admin = None  # an AdminClient has no close(): dropping it stops its threads
 
 
 def _watermarks(src: KafkaSource, tps: list[TopicPartition], which: int, timeout: float = 10

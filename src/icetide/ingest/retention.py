@@ -1,0 +1,202 @@
+"""What Kafka's retention took from a batch before the pipeline read it, and who must be told.
+
+A gap is a range of offsets of one partition. Retention deletes a partition's oldest records, so
+what a batch lost is always a prefix of its planned range. A gap is *common* when no table holds
+any record of it (every record of the range is lost), or *a table's* when other tables hold their
+records of the range and this table does not (a batch a crash left partial): then only the records
+routed to that table are lost, and the report names it (``"topic[p] for ns.table"``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from icetide.config.source import KafkaSource
+from icetide.errors import TransientError
+from icetide.ingest.source import client_conf
+from icetide.lake.offsets import BatchRanges, TopicPartition
+
+log = logging.getLogger(__name__)
+
+Lost = dict[TopicPartition, tuple[int, int]]
+#: per table (namespace.table), the part of a gap only its records lost
+TableLost = dict[str, Lost]
+#: per table, the next offset it needs of each partition (its watermark)
+Nexts = dict[str, dict[TopicPartition, int]]
+
+
+def lost_ranges(ranges: BatchRanges, low: dict[TopicPartition, int], read: set[TopicPartition] | None = None
+                ) -> Lost:
+    """Per partition, the part of a batch's planned range Kafka no longer holds: [start, oldest
+    retained) cut at the range's end (retention deleted it before the pipeline read it). Only the
+    partitions of ``read`` (None: all), those the query had a position in before this batch: a
+    partition new to the query (added, or of a topic a pattern matches now) starts at its oldest
+    retained record, and what retention deleted of it before was never the pipeline's to read."""
+    out = {}
+    for tp, (start, end) in sorted(ranges.ranges.items()):
+        if read is not None and tp not in read:
+            continue
+        lo = low.get(tp)
+        if lo is not None and end > start and lo > start:
+            out[tp] = (start, min(lo, end))
+    return out
+
+
+def above(lost: Lost, held: dict[TopicPartition, int]) -> Lost:
+    """``lost`` without what the tables already hold (``held``: per partition, the highest offset
+    any table of the pipeline holds)."""
+    out = {}
+    for tp, (a, b) in sorted(lost.items()):
+        start = max(a, held.get(tp, a))
+        if b > start:
+            out[tp] = (start, b)
+    return out
+
+
+def beyond(lost: Lost, reported: Lost) -> Lost:
+    """What of ``lost`` is not already in ``reported`` (both per partition, [start, end))."""
+    return above(lost, {tp: b for tp, (_, b) in reported.items()})
+
+
+def describe_lost(lost: dict[TopicPartition, tuple[int, int]]) -> str:
+    return ", ".join(f"{t}[{p}] offsets {a}-{b - 1} ({b - a} records)" for (t, p), (a, b) in sorted(lost.items()))
+
+
+class RetentionRace(TransientError):
+    """Kafka deleted records of a batch's range while the batch read them (after its probe), before
+    any of its commits began: the batch is replayed, and its probe then reports exactly what is gone."""
+
+    replays_batch = True  # not a commit conflict: retrying the commit would not help
+
+
+def add_lost(lost: Lost, new: Lost) -> None:
+    """Extend ``lost`` by ``new`` in place (a range that continues a reported one joins it)."""
+    for tp, (a, b) in new.items():
+        lost[tp] = (lost[tp][0], max(b, lost[tp][1])) if tp in lost else (a, b)
+
+
+def split_lost(lost: Lost, nexts: Nexts) -> tuple[Lost, TableLost]:
+    """``lost`` parted into what no table holds (``above`` the highest watermark: every record of it
+    is lost) and, per table whose watermark lies below that, the part only its records lost (the
+    other tables hold theirs). A table without a watermark for a partition needs all of its range."""
+    top: dict[TopicPartition, int] = {}
+    for offs in nexts.values():
+        for tp, off in offs.items():
+            top[tp] = max(top.get(tp, -1), off)
+    common, tables = above(lost, top), {}
+    for table, offs in sorted(nexts.items()):
+        mine = {}
+        for tp, (a, b) in sorted(lost.items()):
+            lo, hi = max(a, offs.get(tp, a)), min(b, top.get(tp, a))
+            if hi > lo:
+                mine[tp] = (lo, hi)
+        if mine:
+            tables[table] = mine
+    return common, tables
+
+
+def gap_keys(common: Lost, tables: TableLost | None = None) -> dict[str, list[int]]:
+    """Gaps as reported (batch event, counters, batch log, alerts): ``"topic[p]"`` → [from, to),
+    and ``"topic[p] for ns.table"`` for a table's part."""
+    out = {f"{t}[{p}]": [a, b] for (t, p), (a, b) in sorted(common.items())}
+    for table, lost in sorted((tables or {}).items()):
+        out.update({f"{t}[{p}] for {table}": [a, b] for (t, p), (a, b) in sorted(lost.items())})
+    return out
+
+
+def parse_gap_key(key: str) -> tuple[str, str | None]:
+    """``"topic[p] for ns.table"`` → ("topic[p]", "ns.table"); a common gap's table is None."""
+    tp, sep, table = key.partition(" for ")
+    return tp, (table if sep else None)
+
+
+def describe_tables(tables: TableLost) -> str:
+    return "; ".join(f"records routed to {t}: {describe_lost(lost)}" for t, lost in sorted(tables.items()))
+
+
+class Recheck:
+    """Right before each commit of one batch (:attr:`icetide.ingest.ledger.Ledger.before_commit`):
+    what Kafka deleted of the batch's range since its probe, beyond what was reported.
+
+    Spark's reader skips what is gone (``on_data_loss: continue``), so a deletion racing the read
+    would otherwise go unreported. The batch's read is over before its first commit begins (the one
+    pass writes every file first; the cached path materializes its cache first), so only the first
+    recheck can meet a deletion the read may have skipped: then, once per batch, it raises
+    :class:`RetentionRace` (replay: the replay's probe reports exactly what is gone), and every later
+    commit of the batch raises too, so none lands. A deletion first seen after a commit began took
+    records the batch had already read: they land, and no gap is reported (the narrower case: a
+    cached block Spark recomputes from Kafka after losing an executor, docs/guarantees.md). On the
+    batch's second race (``may_replay`` False) the new range is reported, wide. Commits of one
+    batch run in parallel threads: one lock orders them."""
+
+    def __init__(self, probe: RetentionProbe, ranges: BatchRanges, read: set[TopicPartition] | None, lost: Lost,
+                 nexts: Callable[[], Nexts], may_replay: bool, tables: TableLost | None = None) -> None:
+        self.probe, self.ranges, self.read, self.lost, self.nexts = probe, ranges, read, lost, nexts
+        self.tables: TableLost = tables if tables is not None else {}
+        self.may_replay, self.started, self.raced = may_replay, 0, False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self.raced:
+                raise RetentionRace("a commit of this batch found records Kafka deleted while it read them")
+            new = beyond(self.probe.lost(self.ranges, self.read), self.lost)
+            if new and self.started > 0:
+                log.info("Kafka deleted records of the batch after it read them (%s): they land, nothing is lost",
+                         describe_lost(new))
+            elif new:
+                common, tables = split_lost(new, self.nexts())  # what the tables held before was never lost
+                tables = {t: beyond(lost, self.tables.get(t, {})) for t, lost in tables.items()}
+                tables = {t: lost for t, lost in tables.items() if lost}
+                if (common or tables) and self.may_replay:
+                    self.raced = True
+                    raise RetentionRace(f"Kafka deleted records of this batch while it read them "
+                                        f"({describe_lost(common or new)}): replaying the batch, which reports "
+                                        "what is gone")
+                if common or tables:
+                    log.warning("Kafka deleted records of the batch while it read them, after its replay; reported "
+                                "as lost: %s", describe_lost(common) or describe_tables(tables))
+                    add_lost(self.lost, common)
+                    for t, lost in tables.items():
+                        add_lost(self.tables.setdefault(t, {}), lost)
+            self.started += 1
+
+
+class RetentionProbe:
+    """The oldest offset Kafka retains per partition, from one admin client kept for the run (one
+    ``ListOffsets`` request for all of a batch's partitions: a batch asks before it reads, and again
+    before each commit, :class:`Recheck`)."""
+
+    def __init__(self, src: KafkaSource) -> None:
+        self.src = src
+        self._admin: Any = None
+
+    def lost(self, ranges: BatchRanges, read: set[TopicPartition] | None = None) -> Lost:
+        """What of ``ranges`` Kafka no longer holds (empty when it could not be asked); ``read``: see
+        :func:`lost_ranges`."""
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+        tps = [tp for tp, (start, end) in ranges.ranges.items() if end > start and (read is None or tp in read)]
+        if not tps:
+            return {}
+        try:
+            if self._admin is None:
+                from confluent_kafka.admin import AdminClient
+
+                self._admin = AdminClient({**client_conf(self.src), "log_level": 0})
+            asked = self._admin.list_offsets({KafkaTopicPartition(t, p): OffsetSpec.earliest() for t, p in tps},
+                                             request_timeout=10)
+            low = {(k.topic, k.partition): int(f.result(15).offset) for k, f in asked.items()}
+        except Exception:  # the read itself will tell; a probe never fails a batch
+            self.close()
+            return {}
+        return lost_ranges(ranges, low, read)
+
+    def close(self) -> None:
+        self._admin = None  # an AdminClient has no close(): dropping it stops its threads
+
+
