@@ -23,18 +23,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def starting_json(cfg: PipelineConfig, writer: BatchWriter, resume: dict[TopicPartition, int],
-                  nexts: retention.Nexts | None = None) -> str:
+def starting_json(cfg: PipelineConfig, writer: BatchWriter, resume: dict[TopicPartition, int]) -> str:
     """Spark's ``startingOffsets`` for ``resume``; what retention deleted above it (see
     :func:`~icetide.ingest.source.starting_offsets_json`) reported or, with ``source.on_data_loss:
     stop``, :class:`DataLossError` before the query starts.
 
-    ``nexts``: per table, the next offset it needs (default: read from the tables). Above the highest
-    of them every record is lost; between a table's own and the highest (a batch a crash left
-    partial, some tables committed), only the records routed to that table, and the report names it."""
-    if nexts is None:
-        nexts = {t: wm.offsets for t in writer.tables() if (wm := writer.watermark(writer.q(t))) is not None}
-    nexts = {t.removeprefix(f"{writer.catalog}."): offs for t, offs in nexts.items()}  # namespace.table
+    Above the highest offset any of the pipeline's tables holds, every record is lost; between a
+    table's own and the highest (a batch a crash left partial, some tables committed), only the
+    records routed to that table (a table holding none of the pipeline's offsets, such as dead
+    letters never written, counts from the resume point), and the report names the table."""
+    nexts = {t: (wm.offsets if (wm := writer.watermark(writer.q(t))) is not None else {}) for t in writer.tables()}
     offsets, gone = source.starting_offsets_json(cfg.source, resume)
     lost, tables = retention.split_lost(gone, nexts)
     if not lost and not tables:

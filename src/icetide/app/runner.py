@@ -159,8 +159,7 @@ def starting_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWrit
             f"pipeline '{cfg.name}': {json.dumps(held)}. Restore the checkpoint, or set "
             "stream.on_missing_checkpoint: resume to continue from the offsets recorded in the tables"
         )
-    offsets = resume.starting_json(cfg, writer, resume_offsets(list(wms.values())),
-                                   {t: w.offsets for t, w in wms.items()})
+    offsets = resume.starting_json(cfg, writer, resume_offsets(list(wms.values())))
     log.warning("no checkpoint at %s: resuming from the offsets recorded in the tables: %s", ckpt, offsets)
     return offsets
 

@@ -80,8 +80,12 @@ def add_lost(lost: Lost, new: Lost) -> None:
 
 def split_lost(lost: Lost, nexts: Nexts) -> tuple[Lost, TableLost]:
     """``lost`` parted into what no table holds (``above`` the highest watermark: every record of it
-    is lost) and, per table whose watermark lies below that, the part only its records lost (the
-    other tables hold theirs). A table without a watermark for a partition needs all of its range."""
+    is lost) and, per table that stopped exactly where a lost range starts while another table holds
+    more of it (a batch a crash left partial: some tables committed it, this one not), the part only
+    its records lost.
+
+    Narrower: a table whose watermark lies below the range's start (it had no records in the batch
+    before) is not counted: whether the partial batch had records for it is not recorded."""
     top: dict[TopicPartition, int] = {}
     for offs in nexts.values():
         for tp, off in offs.items():
@@ -90,9 +94,9 @@ def split_lost(lost: Lost, nexts: Nexts) -> tuple[Lost, TableLost]:
     for table, offs in sorted(nexts.items()):
         mine = {}
         for tp, (a, b) in sorted(lost.items()):
-            lo, hi = max(a, offs.get(tp, a)), min(b, top.get(tp, a))
-            if hi > lo:
-                mine[tp] = (lo, hi)
+            hi = min(b, top.get(tp, a))
+            if offs.get(tp) == a and hi > a:
+                mine[tp] = (a, hi)
         if mine:
             tables[table] = mine
     return common, tables
@@ -143,25 +147,23 @@ class Recheck:
         with self._lock:
             if self.raced:
                 raise RetentionRace("a commit of this batch found records Kafka deleted while it read them")
-            new = beyond(self.probe.lost(self.ranges, self.read), self.lost)
-            if new and self.started > 0:
+            common, tables = split_lost(self.probe.lost(self.ranges, self.read), self.nexts())
+            common = beyond(common, self.lost)  # what the tables held before was never lost
+            tables = {t: new for t, lost in tables.items() if (new := beyond(lost, self.tables.get(t, {})))}
+            if (common or tables) and self.started > 0:
                 log.info("Kafka deleted records of the batch after it read them (%s): they land, nothing is lost",
-                         describe_lost(new))
-            elif new:
-                common, tables = split_lost(new, self.nexts())  # what the tables held before was never lost
-                tables = {t: beyond(lost, self.tables.get(t, {})) for t, lost in tables.items()}
-                tables = {t: lost for t, lost in tables.items() if lost}
-                if (common or tables) and self.may_replay:
-                    self.raced = True
-                    raise RetentionRace(f"Kafka deleted records of this batch while it read them "
-                                        f"({describe_lost(common or new)}): replaying the batch, which reports "
-                                        "what is gone")
-                if common or tables:
-                    log.warning("Kafka deleted records of the batch while it read them, after its replay; reported "
-                                "as lost: %s", describe_lost(common) or describe_tables(tables))
-                    add_lost(self.lost, common)
-                    for t, lost in tables.items():
-                        add_lost(self.tables.setdefault(t, {}), lost)
+                         describe_lost(common) or describe_tables(tables))
+            elif (common or tables) and self.may_replay:
+                self.raced = True
+                raise RetentionRace(f"Kafka deleted records of this batch while it read them "
+                                    f"({describe_lost(common) or describe_tables(tables)}): replaying the batch, "
+                                    "which reports what is gone")
+            elif common or tables:
+                log.warning("Kafka deleted records of the batch while it read them, after its replay; reported "
+                            "as lost: %s", describe_lost(common) or describe_tables(tables))
+                add_lost(self.lost, common)
+                for t, lost in tables.items():
+                    add_lost(self.tables.setdefault(t, {}), lost)
             self.started += 1
 
 
