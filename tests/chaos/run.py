@@ -126,8 +126,8 @@ class Chaos:
             self.cdc.join()
             if self.avro is not None:
                 self.avro.join()
+            self._reap()  # once, before any stop: a reap after a pipeline's stop would start it again
             for p in self.pipes.values():
-                self._reap()
                 p.stop()
             return self._finish()
         finally:
