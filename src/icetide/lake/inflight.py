@@ -81,18 +81,36 @@ def sweep(io: TableIO, pipeline: str, run: str, newest: tuple[str, int]) -> list
     return removed
 
 
-def oldest(io: TableIO, now_ms: int | None = None) -> int | None:
-    """``since_ms`` of the oldest live marker under the table location (None: nothing in flight)."""
+def oldest(io: TableIO, now_ms: int | None = None, retry_s: float = 0.2) -> int | None:
+    """``since_ms`` of the oldest live marker under the table location (None: nothing in flight).
+
+    A marker that cannot be read (read while it is written: a file system's overwrite truncates
+    first; or torn by a crash) is read again after ``retry_s``; still unreadable, it protects what
+    is newer than its file's creation (it is written before the files it protects), and goes stale
+    like any other. Only where the store does not tell a file's creation is it ignored (warned)."""
     now_ms = now_ms or int(time.time() * 1000)
     found: list[int] = []
-    paths = io.list_names(f"{io.location}/{FOLDER}", PREFIX) + io.list_names(f"{io.location}/{LEGACY[0]}", LEGACY[1])
-    for path in paths:
-        try:
-            raw = json.loads((io.read(path) or b"").decode())
-            since = int(raw["since_ms"])
-        except Exception:
-            log.warning("unreadable in-flight marker %s; ignored", path.rsplit("/", 1)[-1])
-            continue
+    files = {**io.list_files(f"{io.location}/{FOLDER}", PREFIX),
+             **io.list_files(f"{io.location}/{LEGACY[0]}", LEGACY[1])}
+    for path, created in files.items():
+        since = _since(io, path)
+        if since is None and retry_s > 0:
+            time.sleep(retry_s)
+            since = _since(io, path)
+        if since is None:
+            if created is None:
+                log.warning("unreadable in-flight marker %s; ignored", path.rsplit("/", 1)[-1])
+                continue
+            log.warning("unreadable in-flight marker %s: it protects the files newer than itself",
+                        path.rsplit("/", 1)[-1])
+            since = created
         if now_ms - since < STALE_AFTER_MS:
             found.append(since)
     return min(found) if found else None
+
+
+def _since(io: TableIO, path: str) -> int | None:
+    try:
+        return int(json.loads((io.read(path) or b"").decode())["since_ms"])
+    except Exception:
+        return None

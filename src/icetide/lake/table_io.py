@@ -67,21 +67,34 @@ class TableIO:
         return bool(self.jvm.org.apache.iceberg.io.SupportsPrefixOperations._java_lang_class.isInstance(self.io))
 
     def list_names(self, folder: str, name_prefix: str) -> list[str]:
-        """Locations of the files directly in ``folder`` whose names start with ``name_prefix``.
+        """Locations of the files directly in ``folder`` whose names start with ``name_prefix``."""
+        return list(self.list_files(folder, name_prefix))
+
+    def list_files(self, folder: str, name_prefix: str) -> dict[str, int | None]:
+        """Location → creation time (ms; None where the store does not say) of the files directly in
+        ``folder`` whose names start with ``name_prefix``.
 
         Object stores list the narrow key prefix (one cheap request); a file system lists the folder
         (a missing folder lists nothing). FileIOs without prefix operations list nothing.
         """
         if not self.supports_prefix_listing():
-            return []
+            return {}
         folder = folder.rstrip("/") + "/"
         object_store = folder.split("://", 1)[0] in OBJECT_STORE_SCHEMES
         try:
             listed = self.io.listPrefix(folder + name_prefix if object_store else folder)
-            found = [str(i.location()) for i in self.jvm.org.apache.iceberg.relocated.com.google.common.collect
-                     .Lists.newArrayList(listed)]
+            found = {str(i.location()): _millis(i) for i in self.jvm.org.apache.iceberg.relocated.com.google
+                     .common.collect.Lists.newArrayList(listed)}
         except Exception as e:  # py4j: FileNotFoundException from a file system
             if "FileNotFound" in str(e) or "NoSuchKey" in str(e):
-                return []
+                return {}
             raise
-        return [f for f in found if f.rsplit("/", 1)[-1].startswith(name_prefix)]
+        return {f: t for f, t in found.items() if f.rsplit("/", 1)[-1].startswith(name_prefix)}
+
+
+def _millis(info: Any) -> int | None:
+    try:
+        at = int(info.createdAtMillis())
+    except Exception:
+        return None
+    return at if at > 0 else None
