@@ -57,3 +57,36 @@ class _Rewritten(_IO):
 def test_a_marker_being_written_is_read_again() -> None:
     io: Any = _Rewritten({f"{_IO.location}/{inflight.FOLDER}/{inflight.PREFIX}p--r1.json": (b"", 9_000_000)})
     assert inflight.oldest(io, 10_000_000, retry_s=0.01) == 9_100_000 and io.reads == 2
+
+
+class _Store:
+    location = "s3://wh/db/t"
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    def write(self, path: str, data: bytes) -> None:
+        self.files[path] = data
+
+    def delete(self, path: str) -> None:
+        self.files.pop(path, None)
+
+
+def test_a_maintenance_rewrite_is_in_flight_until_it_ends() -> None:
+    """#41: a compaction's new files were protected by nothing but the age floor, so orphan cleanup
+    in another process (a standby run, `icetide maintain`) with a short floor could delete them
+    before the rewrite committed."""
+    store = _Store()
+    seen: list[dict[str, Any]] = []
+    with inflight.protecting(lambda: store, "db.t rewrite_data_files"):  # type: ignore[arg-type,return-value]
+        seen = [json.loads(v) for v in store.files.values()]
+    assert [m["pipeline"] for m in seen] == [inflight.MAINTENANCE] and "base" not in seen[0]
+    assert store.files == {}  # cleared after the rewrite
+
+    def unreachable() -> Any:
+        raise OSError("store down")
+
+    ran = []
+    with inflight.protecting(unreachable, "db.t rewrite_data_files"):
+        ran.append(1)  # the rewrite still runs (unprotected, warned)
+    assert ran == [1]

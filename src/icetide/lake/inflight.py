@@ -18,10 +18,13 @@ batch's files are exactly what cleanup is for).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import time
+import uuid
+from collections.abc import Callable, Iterator
 
 from icetide.identifiers import validate_pipeline
 from icetide.lake.table_io import TableIO
@@ -114,3 +117,29 @@ def _since(io: TableIO, path: str) -> int | None:
         return int(json.loads((io.read(path) or b"").decode())["since_ms"])
     except Exception:
         return None
+
+
+#: the owner of a maintenance rewrite's marker (a rewrite commits no offsets: no base, never swept)
+MAINTENANCE = "icetide-maintenance"
+
+
+@contextlib.contextmanager
+def protecting(io: Callable[[], TableIO], what: str) -> Iterator[None]:
+    """A marker for the duration of a write that is no pipeline's batch (a maintenance rewrite:
+    its new files are uncommitted until its commit), so that orphan cleanup in another process
+    keeps them whatever its age floor. A marker that cannot be written is warned about and the
+    write goes on unprotected, as it did before markers."""
+    run, table_io = uuid.uuid4().hex[:16], None
+    try:
+        table_io = io()
+        mark(table_io, MAINTENANCE, run, int(time.time() * 1000))
+    except Exception as e:
+        log.warning("no in-flight marker for %s (%s): orphan cleanup elsewhere may not see its new files",
+                    what, str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
+        table_io = None
+    try:
+        yield
+    finally:
+        if table_io is not None:
+            with contextlib.suppress(Exception):  # a marker left behind goes stale
+                clear(table_io, MAINTENANCE, run)

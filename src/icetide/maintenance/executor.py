@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -21,9 +22,11 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 from icetide import faults
 from icetide.config.policy import StepName
 from icetide.errors import is_commit_conflict
+from icetide.lake import inflight
 from icetide.lake.meta import MetaReader
 from icetide.lake.meta_spark import SparkMeta
 from icetide.lake.offsets import mirrors_needed, set_property
+from icetide.lake.table_io import TableIO
 from icetide.lake.tables import ensure_table, mirror_in_driver
 from icetide.maintenance.planner import Step, TablePlan
 from icetide.secrets import error_line, scrub
@@ -211,7 +214,10 @@ class Executor:
                         for p, wm in mirrors_needed(meta.properties(short), meta.snapshots(short)).items():
                             set_property(self.spark, step.table, p, wm)
                     log.info("maintenance: %s", sql)
-                    rows = [r.asDict(recursive=True) for r in self.spark.sql(sql).collect()]
+                    guard = (inflight.protecting(lambda: TableIO.of(self.spark, step.table), f"{step.table} "
+                                                 f"{step.action}") if step.action in REWRITES else nullcontext())
+                    with guard:  # a rewrite's new files are in flight until it commits
+                        rows = [r.asDict(recursive=True) for r in self.spark.sql(sql).collect()]
                 rec.result = rows
                 rec.files_in, rec.files_out, rec.bytes_in = _counts(step.action, rows)
                 rec.outcome = "ok"
