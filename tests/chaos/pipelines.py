@@ -132,8 +132,13 @@ def configs(kafka: LocalKafka, lake: Path, work: Path, prefix: str, orphan_age: 
 
 
 def avro_config(kafka: LocalKafka, registry: LocalRegistry, rest: LocalRestCatalog, work: Path, prefix: str,
-                like: dict[str, Any]) -> dict[str, Any]:
-    """The ``avro`` pipeline: ``like``'s stream, maintenance, health and Spark sections."""
+                like: dict[str, Any], master: str | None = None) -> dict[str, Any]:
+    """The ``avro`` pipeline: ``like``'s stream, maintenance, health and Spark sections; on the
+    standalone cluster at ``master`` when given (one one-core executor a run, so that a second run
+    of it, the standby fault, gets the other worker)."""
+    spark = like["spark"] if master is None else {
+        "master": master, "conf": {**like["spark"].get("conf", {}), "spark.executor.memory": "1g",
+                                   "spark.executor.cores": "1", "spark.cores.max": "1"}}
     from icetide.services.stack import iceberg_rest_catalog
 
     return {
@@ -149,5 +154,5 @@ def avro_config(kafka: LocalKafka, registry: LocalRegistry, rest: LocalRestCatal
         "stream": {**like["stream"], "checkpoint_location": str(work / "avro" / "checkpoint"),
                    "batch_log_table": "chaos_avro.batches"},
         "maintenance": {**like["maintenance"], "log_table": "chaos_avro.maintenance"},
-        "health": like["health"], "spark": like["spark"],
+        "health": like["health"], "spark": spark,
     }

@@ -16,6 +16,7 @@ Prints every fault and every check with the seed; ``--record`` writes the result
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -35,6 +36,7 @@ from icetide.services.kafka import LocalKafka
 from icetide.services.object_store import PORTS_USED, LocalObjectStore
 from icetide.services.registry import LocalRegistry
 from icetide.services.rest_catalog import LocalRestCatalog
+from icetide.services.spark_cluster import LocalSparkCluster
 from tests.chaos import checks
 from tests.chaos.pipelines import Pipeline, avro_config, configs
 from tests.chaos.schedule import FULL_KINDS, FULL_PIPELINES, KINDS, PIPELINES, Fault, plan
@@ -61,6 +63,9 @@ class Chaos:
             self.registry = LocalRegistry(port=port, management_port=port + 1)
             self.store = LocalObjectStore(port=free_port_block(PORTS_USED))
             self.rest = LocalRestCatalog(port=free_port_pair(), store=self.store)
+            # the Avro pipeline's Spark: a standalone cluster, so an executor can die alone
+            self.cluster = LocalSparkCluster(port=free_port_block(4), workers=2, cores_per_worker=1,
+                                             memory_per_worker="1536m")
 
     def say(self, text: str) -> None:
         print(f"[chaos seed={self.seed} t={time.monotonic() - self.t0:6.1f}s {time.strftime('%H:%M:%S')}] {text}",
@@ -78,12 +83,13 @@ class Chaos:
             os.environ["ICETIDE_ORPHAN_FLOOR_SECONDS"] = str(self.orphan_age)
         raws = configs(self.kafka, self.lake, self.work, self.prefix, self.orphan_age)
         if self.full:
-            for service in (self.registry, self.store, self.rest):
+            for service in (self.registry, self.store, self.rest, self.cluster):
                 service.reset()
                 service.start()
             os.environ.update(self.store.credentials().env())  # the catalog section names them
             create_topic(self.kafka.bootstrap, f"{self.prefix}-avro", 2)
-            raws["avro"] = avro_config(self.kafka, self.registry, self.rest, self.work, self.prefix, raws["cdc"])
+            raws["avro"] = avro_config(self.kafka, self.registry, self.rest, self.work, self.prefix, raws["cdc"],
+                                       self.cluster.master_url)
         self.pipes: dict[str, Pipeline] = {}
         for key, raw in raws.items():
             d = self.work / key
@@ -135,7 +141,7 @@ class Chaos:
                 p.kill()
             self.kafka.reset()
             if self.full:
-                for service in (self.rest, self.store, self.registry):
+                for service in (self.rest, self.store, self.registry, self.cluster):
                     service.reset()
 
     def _reap(self) -> None:
@@ -176,6 +182,18 @@ class Chaos:
         p.kill()
         time.sleep(f.duration)
         p.start()
+
+    def _executor(self, f: Fault) -> None:
+        """SIGKILL every executor the cluster's workers launched (the workers stay: they start new
+        ones, and Spark reruns the lost tasks)."""
+        killed = []
+        for i in range(1, self.cluster.workers + 1):
+            worker = self.cluster.worker_pid(i)
+            for pid in _children(worker) if worker is not None else []:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+        self.say(f"executors killed: {killed or 'none running'}")
 
     def _pause(self, f: Fault) -> None:
         p = self.pipes[f.pipeline]
@@ -278,6 +296,19 @@ class Chaos:
         self.append.release(renew=True)
         time.sleep(f.duration)
         p.start()
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (read from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,10 @@ Iceberg's REST catalog over an S3 object store):
 
 - ``registry``: stop the schema registry for ``duration`` seconds;
 - ``rest``: stop the REST catalog server for ``duration`` seconds (its state survives: a restart);
-- ``store``: stop the object store (SeaweedFS) for ``duration`` seconds.
+- ``store``: stop the object store (SeaweedFS) for ``duration`` seconds;
+- ``executor``: SIGKILL the Spark executors of the Avro pipeline, which runs on a standalone
+  cluster (a master and two one-core workers); the workers launch new ones and Spark reruns the
+  lost tasks.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ from dataclasses import asdict, dataclass
 
 KINDS = ("kill", "pause", "standby", "broker", "retention", "partitions", "checkpoint", "recreate")
 #: the full stack's kinds: the local ones and the faults of the services only it runs
-FULL_KINDS = (*KINDS, "registry", "rest", "store")
+FULL_KINDS = (*KINDS, "registry", "rest", "store", "executor")
 #: faults that only make sense for the append pipeline (the CDC table's final state must be exact)
 APPEND_ONLY = frozenset({"retention", "partitions", "recreate"})
+#: faults of the pipeline that runs on the standalone cluster (the full stack's Avro pipeline)
+CLUSTER_ONLY = frozenset({"executor"})
 #: faults of a shared service: no pipeline is their target
 SERVICES = frozenset({"broker", "registry", "rest", "store"})
 PIPELINES = ("append", "cdc")
@@ -54,7 +59,7 @@ class Fault:
                 "partitions": "add a partition", "checkpoint": "kill, delete the checkpoint, restart after",
                 "recreate": "kill, recreate the second topic, restart after",
                 "registry": "schema registry down for", "rest": "REST catalog down for",
-                "store": "object store down for"}[self.kind]
+                "store": "object store down for", "executor": "SIGKILL its Spark executors"}[self.kind]
         extra = f" (+{self.amount} records)" if self.kind == "retention" else ""
         return f"t={self.at:6.1f}s {self.kind:<10} {self.pipeline:<6} {what} {self.duration:.1f}s{extra}"
 
@@ -72,14 +77,15 @@ def plan(seed: int, seconds: float, mean_gap: float = 25.0, quiet_tail: float = 
     t = rng.uniform(25, 40)  # let the pipelines start and commit first
     while True:
         kind = rng.choice(kinds)
-        pipeline = "append" if kind in APPEND_ONLY else "-" if kind in SERVICES else rng.choice(pipelines)
+        pipeline = ("append" if kind in APPEND_ONLY else "-" if kind in SERVICES else "avro" if kind in CLUSTER_ONLY
+                    else rng.choice(pipelines))
         # every draw below happens whatever the kind: the local kinds' draws are the ones they
         # always were (an old seed replays); the services' are drawn only for them
         local = {"kill": rng.uniform(1, 8), "pause": rng.uniform(3, 25), "standby": rng.uniform(20, 45),
                  "broker": rng.uniform(5, 25), "retention": rng.uniform(3, 10), "partitions": 0.0,
                  "checkpoint": rng.uniform(1, 5), "recreate": rng.uniform(2, 6)}
         duration = local[kind] if kind in local else {"registry": rng.uniform(5, 40), "rest": rng.uniform(3, 20),
-                                                      "store": rng.uniform(3, 20)}[kind]
+                                                      "store": rng.uniform(3, 20), "executor": 0.0}[kind]
         if t + duration > seconds - quiet_tail:
             return out
         out.append(Fault(round(t, 1), kind, pipeline, round(duration, 1), rng.randint(50, 400)))

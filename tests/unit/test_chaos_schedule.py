@@ -32,12 +32,13 @@ def test_the_full_stack_meets_its_services_faults_and_the_avro_pipeline() -> Non
         assert {f.kind for f in faults} == set(FULL_KINDS)
         assert {f.pipeline for f in faults if f.kind in SERVICES} == {"-"}
         assert {f.pipeline for f in faults if f.kind == "kill"} <= set(FULL_PIPELINES)
+        assert {f.pipeline for f in faults if f.kind == "executor"} == {"avro"}  # the pipeline on the cluster
         assert any(f.pipeline == "avro" for f in faults)
         assert all(b.at >= a.at + a.duration for a, b in itertools.pairwise(faults))
 
 
 def test_the_local_stack_draws_no_service_fault() -> None:
-    assert not {f.kind for s in range(5) for f in plan(s, 1800)} & {"registry", "rest", "store"}
+    assert not {f.kind for s in range(5) for f in plan(s, 1800)} & {"registry", "rest", "store", "executor"}
     assert not any(f.pipeline == "avro" for s in range(5) for f in plan(s, 1800))
 
 
