@@ -17,6 +17,12 @@ class ServiceUnreachableError(IcetideError):
     """A service named in the configuration (Kafka, a catalog) cannot be reached."""
 
 
+class StoppedBeforeStart(IcetideError):
+    """A stop signal ended a run while it waited at its start for a service: not a failure (exit 0)."""
+
+    terminal = False
+
+
 class SetupError(IcetideError):
     """A required local dependency (jars, Java, the Kafka distribution) is missing."""
 

@@ -26,7 +26,7 @@ from icetide.catalog.jdbc import Purpose
 from icetide.config.ddl import suggest
 from icetide.config.models import PipelineConfig
 from icetide.config.source import REGISTRY_FORMATS
-from icetide.errors import ConfigError, IcetideError, ServiceUnreachableError
+from icetide.errors import ConfigError, IcetideError, ServiceUnreachableError, StoppedBeforeStart
 from icetide.ingest import source
 from icetide.ingest.formats import registry
 from icetide.loops import RestartBudget
@@ -110,7 +110,8 @@ def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] | None = N
     """``run``'s preflight. A pipeline that has run before (its checkpoint folder exists; one on a
     remote file system is taken to) waits for a service that does not answer as a running pipeline
     waits out a failure: ``stream.restart_attempts`` tries, 2 s apart doubling up to 60 s, a WARNING
-    each; a stop signal (``stopped``) ends the wait at once, with the service's error. A new
+    each; a stop signal (``stopped``) ends the wait at once (:class:`StoppedBeforeStart`: exit 0, as
+    a running pipeline stopped by a signal exits). A new
     pipeline, and any config mistake, fails at once, naming the key."""
     budget = RestartBudget(cfg.stream.restart_attempts if has_run(cfg) else 0)
     while True:
@@ -118,7 +119,10 @@ def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] | None = N
             return preflight(cfg)
         except IcetideError as e:
             waitable = isinstance(e, ServiceUnreachableError) or not e.terminal
-            if not waitable or stopped() or not budget.failed(0):
+            if waitable and budget.attempts and stopped():
+                raise StoppedBeforeStart(f"stopped by a signal while waiting at the start ({str(e).splitlines()[0]})"
+                                         ": nothing ran") from e
+            if not waitable or not budget.failed(0):
                 raise
             wait = budget.backoff()
             log.warning("%s; the pipeline has run before, so it waits for it: trying again in %.0fs "
@@ -126,8 +130,8 @@ def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] | None = N
                         budget.attempts)
             (sleep or (lambda secs: _nap(secs, stopped)))(wait)
             if stopped():
-                log.warning("stopped by a signal while waiting for it")
-                raise
+                raise StoppedBeforeStart(f"stopped by a signal while waiting at the start ({str(e).splitlines()[0]})"
+                                         ": nothing ran") from e
 
 
 def _nap(seconds: float, stopped: Callable[[], bool]) -> None:

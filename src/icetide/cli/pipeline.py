@@ -137,9 +137,13 @@ def check(config_path: Path, output: str) -> None:
 def run(config_path: Path, duration: float | None, until_idle: bool, idle_after: float | None) -> None:
     """Run the pipeline: Kafka → Iceberg, exactly once, until SIGTERM/SIGINT."""
     from icetide.app.runner import run_until_stopped
-    from icetide.errors import ConfigError
+    from icetide.errors import ConfigError, StoppedBeforeStart
 
-    _, summary = run_until_stopped(load_config(config_path), duration, until_idle, idle_after)
+    try:
+        _, summary = run_until_stopped(load_config(config_path), duration, until_idle, idle_after)
+    except StoppedBeforeStart as e:  # a supervisor's stop during the start's wait: a clean stop
+        console.print(str(e))
+        return
     console.print(f"stopped ({summary.stopped_by}): {summary.describe()}")
     mistakes = summary.counters.unlanded_mistakes()
     if mistakes:  # a config mistake kept a table's every record out: never exit 0 for that
