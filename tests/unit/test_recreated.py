@@ -223,7 +223,7 @@ class _Writer:
         self.topics = Topics(cfg.source, cfg.name)
         self.counters = PipelineCounters()
         self.by_table, self.read = held, []  # type: ignore[var-annotated]
-        self.cfg, self.catalog = cfg, "icetide"
+        self.cfg = cfg
         self.ledger = self  # its forget()
 
     def q(self, t: str) -> str:
@@ -238,6 +238,9 @@ class _Writer:
     def watermark(self, table: str) -> Watermark | None:
         self.read.append((table, self.topics.armed))
         return self.by_table.get(table)
+
+    def nexts(self) -> dict[str, dict[tuple[str, int], int]]:  # the BatchWriter's
+        return {t: wm.offsets for t in self.tables() if (wm := self.watermark(self.q(t))) is not None}
 
     def held(self, tables: list[str]) -> dict[tuple[str, int], int]:  # the ledger's
         out: dict[tuple[str, int], int] = {}

@@ -28,22 +28,21 @@ def starting_json(cfg: PipelineConfig, writer: BatchWriter, resume: dict[TopicPa
     :func:`~icetide.ingest.source.starting_offsets_json`) reported or, with ``source.on_data_loss:
     stop``, :class:`DataLossError` before the query starts.
 
-    Above the highest offset any of the pipeline's tables holds, every record is lost; between a
-    table's own and the highest (a batch a crash left partial, some tables committed), only the
-    records routed to that table (a table holding none of the pipeline's offsets, such as dead
-    letters never written, counts from the resume point), and the report names the table."""
-    nexts = {t: (wm.offsets if (wm := writer.watermark(writer.q(t))) is not None else {}) for t in writer.tables()}
+    Above the highest offset any of the pipeline's tables holds, every record is lost (``stop``
+    stops for it); below it, a table that holds less (a batch a crash left partial, some tables
+    committed it) may have lost the records routed to it, and the report names the table (never a
+    stop: the table may have had no records there)."""
     offsets, gone = source.starting_offsets_json(cfg.source, resume)
-    lost, tables = retention.split_lost(gone, nexts)
+    lost, tables = retention.split_lost(gone, writer.nexts())
     if not lost and not tables:
         return offsets
-    what = "; ".join(x for x in (retention.describe_lost(lost), retention.describe_tables(tables)) if x)
-    if cfg.source.on_data_loss == "stop":
+    what = retention.describe_all(lost, tables)
+    if lost and cfg.source.on_data_loss == "stop":
         raise DataLossError(
             f"source.on_data_loss: Kafka no longer holds records pipeline '{cfg.name}' had not read (its retention "
-            f"deleted them while the pipeline was away): {what}. Nothing was read. To skip them and go on, set "
-            "source.on_data_loss: continue (the gap is logged and counted); to keep them, produce them to the "
-            "topic again first")
+            f"deleted them while the pipeline was away): {retention.describe_lost(lost)}. Nothing was read. To skip "
+            "them and go on, set source.on_data_loss: continue (the gap is logged and counted); to keep them, "
+            "produce them to the topic again first")
     log.warning("Kafka deleted records before the pipeline read them (retention, while it was away); starting "
                 "from the oldest still there (source.on_data_loss: continue). Lost: %s", what)
     gaps = retention.gap_keys(lost, tables)

@@ -18,9 +18,9 @@ def gap(cfg: PipelineConfig, batch: int | None, lost: dict[str, list[int]]) -> N
     events = []
     for key, (a, b) in sorted(lost.items()):
         tp, table = parse_gap_key(key)  # a table's part: only the records routed to it are lost
-        whose = f"the records routed to {table} among the {b - a} offsets" if table else f"{b - a} records"
+        whose = f"the records routed to {table}, if any, among {b - a} offsets" if table else f"{b - a} records"
         events.append({"event": "kafka_gap", "pipeline": cfg.name, "table": table, "partition": tp,
-                       "severity": "critical", "batch": batch, "lost_from": a, "lost_to": b,
+                       "severity": "warning" if table else "critical", "batch": batch, "lost_from": a, "lost_to": b,
                        "records": None if table else b - a,
                        "reason": f"Kafka deleted {whose} of {tp} (offsets {a}-{b - 1}) before the pipeline "
                                  "read them (source.on_data_loss: continue)"})

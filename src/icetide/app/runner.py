@@ -65,7 +65,7 @@ class RunSummary:
         c = self.counters
         lost = (f"; {c.lost_records} records deleted by Kafka before they were read "
                 f"({', '.join(f'{tp} {a}-{b - 1}' for tp, gs in sorted(c.gaps.items()) for a, b in gs)})"
-                if c.lost_records else "")
+                if c.gaps else "")  # a table's part ("topic[p] for ns.table") is a gap, not a count
         waited = f"; waited {c.registry_wait_s:.0f} s for the schema registry" if c.registry_wait_s >= 1 else ""
         again = "".join(f"; topic {t} was deleted and created again ({why}): read from its start"
                         for t, why in sorted(c.recreated.items()))

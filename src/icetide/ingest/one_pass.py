@@ -199,6 +199,9 @@ class OnePass(Strategy):
         if sample:
             ctx.lap("one_pass_shapes")
 
+        # nothing left for the usual path (which would read the batch from Kafka again): the read is over
+        ctx.read_over = not result.rest and not any(written[x].bad for x in ready)
+
         def commit(table: str) -> multi_write.Written:
             log.info("committing batch %s to %s", ctx.batch_id, self.q(table))
             try:

@@ -80,12 +80,11 @@ def add_lost(lost: Lost, new: Lost) -> None:
 
 def split_lost(lost: Lost, nexts: Nexts) -> tuple[Lost, TableLost]:
     """``lost`` parted into what no table holds (``above`` the highest watermark: every record of it
-    is lost) and, per table that stopped exactly where a lost range starts while another table holds
-    more of it (a batch a crash left partial: some tables committed it, this one not), the part only
-    its records lost.
-
-    Narrower: a table whose watermark lies below the range's start (it had no records in the batch
-    before) is not counted: whether the partial batch had records for it is not recorded."""
+    is lost) and, per table whose watermark lies below that (a batch a crash left partial: other
+    tables committed it), the part it lacks, from its own watermark or the range's start: the
+    records of it routed to that table, if any, are lost. Which tables a partial batch had records
+    for is not recorded, so every table below the highest watermark gets its part (a table without
+    records there loses nothing, and its part says "may")."""
     top: dict[TopicPartition, int] = {}
     for offs in nexts.values():
         for tp, off in offs.items():
@@ -94,9 +93,9 @@ def split_lost(lost: Lost, nexts: Nexts) -> tuple[Lost, TableLost]:
     for table, offs in sorted(nexts.items()):
         mine = {}
         for tp, (a, b) in sorted(lost.items()):
-            hi = min(b, top.get(tp, a))
-            if offs.get(tp) == a and hi > a:
-                mine[tp] = (a, hi)
+            lo, hi = max(a, offs.get(tp, a)), min(b, top.get(tp, a))
+            if hi > lo:
+                mine[tp] = (lo, hi)
         if mine:
             tables[table] = mine
     return common, tables
@@ -118,49 +117,57 @@ def parse_gap_key(key: str) -> tuple[str, str | None]:
 
 
 def describe_tables(tables: TableLost) -> str:
-    return "; ".join(f"records routed to {t}: {describe_lost(lost)}" for t, lost in sorted(tables.items()))
+    return "; ".join(f"records routed to {t}, if any, of {describe_lost(lost)}" for t, lost in sorted(tables.items()))
+
+
+def describe_all(common: Lost, tables: TableLost) -> str:
+    return "; ".join(x for x in (describe_lost(common), describe_tables(tables)) if x)
 
 
 class Recheck:
     """Right before each commit of one batch (:attr:`icetide.ingest.ledger.Ledger.before_commit`):
     what Kafka deleted of the batch's range since its probe, beyond what was reported.
 
-    Spark's reader skips what is gone (``on_data_loss: continue``), so a deletion racing the read
-    would otherwise go unreported. The batch's read is over before its first commit begins (the one
-    pass writes every file first; the cached path materializes its cache first), so only the first
-    recheck can meet a deletion the read may have skipped: then, once per batch, it raises
-    :class:`RetentionRace` (replay: the replay's probe reports exactly what is gone), and every later
-    commit of the batch raises too, so none lands. A deletion first seen after a commit began took
-    records the batch had already read: they land, and no gap is reported (the narrower case: a
-    cached block Spark recomputes from Kafka after losing an executor, docs/guarantees.md). On the
-    batch's second race (``may_replay`` False) the new range is reported, wide. Commits of one
-    batch run in parallel threads: one lock orders them."""
+    Spark's reader skips what is gone (``on_data_loss: continue``), so a deletion racing a read
+    would otherwise go unreported. Once a recheck found nothing new while the batch's read was over
+    (``read_over``: no write left reads Kafka again), a later deletion took records already read:
+    they land, nothing is reported. Before that, a deletion may have been skipped by a read: while no
+    commit of the batch has begun, once per batch, it raises :class:`RetentionRace` (replay: the
+    replay's probe reports exactly what is gone) and every later commit of the batch raises too, so
+    none lands; after a commit began (the one pass committed, and the usual path reads the batch
+    again) or on the batch's second race, it is reported, wide. ``nexts``: the tables' watermarks
+    before the batch (what they held then was never lost). Commits of one batch run in parallel
+    threads: one lock orders them."""
 
     def __init__(self, probe: RetentionProbe, ranges: BatchRanges, read: set[TopicPartition] | None, lost: Lost,
-                 nexts: Callable[[], Nexts], may_replay: bool, tables: TableLost | None = None) -> None:
+                 nexts: Nexts, may_replay: bool, tables: TableLost | None = None,
+                 read_over: Callable[[], bool] = lambda: False) -> None:
         self.probe, self.ranges, self.read, self.lost, self.nexts = probe, ranges, read, lost, nexts
         self.tables: TableLost = tables if tables is not None else {}
-        self.may_replay, self.started, self.raced = may_replay, 0, False
+        self.may_replay, self.read_over, self.started, self.raced = may_replay, read_over, 0, False
+        self.clean_after_read = False
         self._lock = threading.Lock()
 
     def __call__(self) -> None:
         with self._lock:
             if self.raced:
                 raise RetentionRace("a commit of this batch found records Kafka deleted while it read them")
-            common, tables = split_lost(self.probe.lost(self.ranges, self.read), self.nexts())
-            common = beyond(common, self.lost)  # what the tables held before was never lost
+            over = self.read_over()  # asked first: a deletion seen now happened after the read if this is set
+            common, tables = split_lost(self.probe.lost(self.ranges, self.read), self.nexts)
+            common = beyond(common, self.lost)
             tables = {t: new for t, lost in tables.items() if (new := beyond(lost, self.tables.get(t, {})))}
-            if (common or tables) and self.started > 0:
+            what = describe_all(common, tables)
+            if not what:
+                self.clean_after_read = self.clean_after_read or over
+            elif self.clean_after_read:
                 log.info("Kafka deleted records of the batch after it read them (%s): they land, nothing is lost",
-                         describe_lost(common) or describe_tables(tables))
-            elif (common or tables) and self.may_replay:
+                         what)
+            elif self.started == 0 and self.may_replay:
                 self.raced = True
-                raise RetentionRace(f"Kafka deleted records of this batch while it read them "
-                                    f"({describe_lost(common) or describe_tables(tables)}): replaying the batch, "
-                                    "which reports what is gone")
-            elif common or tables:
-                log.warning("Kafka deleted records of the batch while it read them, after its replay; reported "
-                            "as lost: %s", describe_lost(common) or describe_tables(tables))
+                raise RetentionRace(f"Kafka deleted records of this batch while it read them ({what}): "
+                                    "replaying the batch, which reports what is gone")
+            else:
+                log.warning("Kafka deleted records of the batch while it read them; reported as lost: %s", what)
                 add_lost(self.lost, common)
                 for t, lost in tables.items():
                     add_lost(self.tables.setdefault(t, {}), lost)

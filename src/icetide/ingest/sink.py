@@ -171,25 +171,24 @@ class BatchWriter:
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
-        lost = self._retention.lost(ranges, self._read_before)
+        lost, before = self._retention.lost(ranges, self._read_before), self.nexts()
         # what the tables hold of the range was never lost (a replay of a batch some tables committed)
-        self._lost, self._lost_tables = retention.split_lost(lost, self._nexts()) if lost else ({}, {})
+        self._lost, self._lost_tables = retention.split_lost(lost, before) if lost else ({}, {})
+        ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
         if cfg.source.on_data_loss == "continue":  # and before each commit, what retention deleted meanwhile
             self.ledger.before_commit = retention.Recheck(self._retention, ranges, self._read_before, self._lost,
-                                                          self._nexts, batch_id not in self._raced,
-                                                          self._lost_tables)
+                                                          before, batch_id not in self._raced, self._lost_tables,
+                                                          read_over=lambda: ctx.read_over)
+        if self._lost and cfg.source.on_data_loss == "stop":  # a table's part may be no loss: it never stops
+            raise DataLossError(self._data_loss_message(retention.describe_lost(self._lost)))
         if self._lost or self._lost_tables:
-            what = "; ".join(x for x in (retention.describe_lost(self._lost),
-                                         retention.describe_tables(self._lost_tables)) if x)
-            if cfg.source.on_data_loss == "stop":
-                raise DataLossError(self._data_loss_message(what))
             log.warning("Kafka deleted records before the pipeline read them (retention); going on from the oldest "
-                        "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id, what)
+                        "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id,
+                        retention.describe_all(self._lost, self._lost_tables))
         tasks = source.batch_tasks(cfg.source, ranges, self.spark.sparkContext.defaultParallelism)
         if tasks is not None:  # fewer, larger files: the Kafka read and every write run in ``tasks`` tasks
             rows = rows.coalesce(tasks)
         formats, raw = self.preparer.formats, None
-        ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
         done = self._declared_one_pass(rows, ctx)  # Avro: before the batch's ids are listed
         if done is not None and not done.rest:
             return self._one_pass_result(batch_id, done, started, ctx)
@@ -229,10 +228,14 @@ class BatchWriter:
         finally:
             (raw if raw is not None else rows).unpersist()
 
-    def _nexts(self) -> retention.Nexts:
-        """Per table (namespace.table), the next offset it needs of each partition (none: all of them)."""
-        return {t: (wm.offsets if (wm := self.ledger.watermark(self.q(t))) is not None else {})
-                for t in self.tables()}
+    def nexts(self) -> retention.Nexts:
+        """Per table (namespace.table) holding the pipeline's offsets (CDC tombstone tables too), the
+        next offset it needs of each partition. A table the pipeline never committed to (dead
+        letters never written) is left out: its part of every gap would be noise."""
+        names = set(self.tables())
+        names |= {f"{t}_tombstones" for t in list(names)
+                  if (p := self.cfg.target.policy_for(t).cdc) is not None and p.tombstones}
+        return {t: wm.offsets for t in sorted(names) if (wm := self.ledger.watermark(self.q(t))) is not None}
 
     def _declared_one_pass(self, rows: DataFrame, ctx: BatchContext) -> one_pass.Result | None:
         """Avro once schema ids are learned: the one pass straight over the Kafka batch, before the
@@ -261,6 +264,7 @@ class BatchWriter:
             rows = batch.where(table_col.isNull() | ~table_col.isin(sorted(done.committed)))
 
         admission, route_errors, overflow = self.preparer.admit(rows)
+        ctx.read_over = True  # admission scanned the whole cached batch: no later write reads Kafka
         if done is not None:  # a single target table the one pass committed has nothing left
             admission.accepted = [x for x in admission.accepted if x not in done.committed]
         lap("admit")

@@ -52,6 +52,9 @@ class BatchContext:
     ranges: BatchRanges
     since_ms: int | None  # when the batch started: the in-flight markers' time
     lap: Laps
+    #: the batch's Kafka read is over: no write left reads Kafka again (the one pass with nothing
+    #: left, or the cache once admission filled it); retention's recheck relies on it
+    read_over: bool = False
 
 
 @dataclass
