@@ -197,14 +197,17 @@ def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent
     # the review: the one pass committed a table, then the usual path reads the batch from Kafka
     # again (records left to it): a deletion seen after that commit may have been skipped by the
     # second read: reported (wide), never silent
-    lost, over = {}, [False]
+    lost, over, alerted = {}, [False], []
     again = Recheck(Probe({("a", 0): 0, ("a", 1): 0, ("b", 0): 0}), ranges, None, lost, held, True,
-                    read_over=lambda: over[0])
+                    read_over=lambda: over[0], report=lambda c, t: alerted.append(dict(c)))
     again()  # the one pass's commit: its read is not the batch's last
     over[0] = True  # admission filled the cache: the usual path's read
     again.probe = raced
     again()
     assert lost == {("a", 0): (0, 748), ("a", 1): (0, 760)} and not again.raced
+    # chaos seed 1301: the alert goes out when the gap is found, before the commit it guards (a
+    # kill after the batch's commits lost the report: the replay found the tables holding the batch)
+    assert alerted == [lost]
     # the batch raced once already: its replay reports instead of replaying again
     lost = {}
     Recheck(raced, ranges, None, lost, held, False)()

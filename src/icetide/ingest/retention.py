@@ -141,8 +141,10 @@ class Recheck:
 
     def __init__(self, probe: RetentionProbe, ranges: BatchRanges, read: set[TopicPartition] | None, lost: Lost,
                  nexts: Nexts, may_replay: bool, tables: TableLost | None = None,
-                 read_over: Callable[[], bool] = lambda: False) -> None:
+                 read_over: Callable[[], bool] = lambda: False,
+                 report: Callable[[Lost, TableLost], None] = lambda common, tables: None) -> None:
         self.probe, self.ranges, self.read, self.lost, self.nexts = probe, ranges, read, lost, nexts
+        self.report = report  # the alert, at once (before the commit this recheck guards)
         self.tables: TableLost = tables if tables is not None else {}
         self.may_replay, self.read_over, self.started, self.raced = may_replay, read_over, 0, False
         self.clean_after_read = False
@@ -171,6 +173,7 @@ class Recheck:
                 add_lost(self.lost, common)
                 for t, lost in tables.items():
                     add_lost(self.tables.setdefault(t, {}), lost)
+                self.report(common, tables)
             self.started += 1
 
 

@@ -154,9 +154,7 @@ class BatchWriter:
             self.in_flight_since_ms, self.ledger.before_commit = None, None
         if result is not None:
             result.lost = retention.gap_keys(self._lost, self._lost_tables)
-            self.counters.add(result)
-            if result.lost and self.on_gap is not None:
-                self.on_gap(batch_id, result.lost)
+            self.counters.add(result)  # the alerts went out when each gap was found (``_gap``)
             new = {t: m for t, m in result.config_refused.items() if t not in self._told}
             if new and self.on_config_mistake is not None:
                 self._told.update(new)
@@ -178,13 +176,15 @@ class BatchWriter:
         if cfg.source.on_data_loss == "continue":  # and before each commit, what retention deleted meanwhile
             self.ledger.before_commit = retention.Recheck(self._retention, ranges, self._read_before, self._lost,
                                                           before, batch_id not in self._raced, self._lost_tables,
-                                                          read_over=lambda: ctx.read_over)
+                                                          read_over=lambda: ctx.read_over,
+                                                          report=lambda c, t: self._gap(batch_id, c, t))
         if self._lost and cfg.source.on_data_loss == "stop":  # a table's part may be no loss: it never stops
             raise DataLossError(self._data_loss_message(retention.describe_lost(self._lost)))
         if self._lost or self._lost_tables:
             log.warning("Kafka deleted records before the pipeline read them (retention); going on from the oldest "
                         "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id,
                         retention.describe_all(self._lost, self._lost_tables))
+            self._gap(batch_id, self._lost, self._lost_tables)
         tasks = source.batch_tasks(cfg.source, ranges, self.spark.sparkContext.defaultParallelism)
         if tasks is not None:  # fewer, larger files: the Kafka read and every write run in ``tasks`` tasks
             rows = rows.coalesce(tasks)
@@ -227,6 +227,13 @@ class BatchWriter:
             return self._process_cached(rows, ctx, started, done)
         finally:
             (raw if raw is not None else rows).unpersist()
+
+    def _gap(self, batch_id: int, common: retention.Lost, tables: retention.TableLost) -> None:
+        """The alert for a gap, as soon as it is found: before the batch's commits, so that a crash
+        after them cannot lose the report (the replay finds the tables holding the batch and reports
+        nothing). A batch replayed before its commits may alert again."""
+        if self.on_gap is not None:
+            self.on_gap(batch_id, retention.gap_keys(common, tables))
 
     def nexts(self) -> retention.Nexts:
         """Per table (namespace.table) holding the pipeline's offsets (CDC tombstone tables too), the
