@@ -41,7 +41,7 @@ from tests.chaos import checks
 from tests.chaos.pipelines import Pipeline, avro_config, configs
 from tests.chaos.schedule import FULL_KINDS, FULL_PIPELINES, KINDS, PIPELINES, Fault, plan
 from tests.chaos.workload import AppendWorkload, CdcWorkload
-from tests.fixtures.stack import free_port_block, free_port_pair, start
+from tests.fixtures.stack import children, free_port_block, free_port_pair, start
 
 RESULTS = Path(__file__).with_name("results")
 RATE = 100.0  # append records a second
@@ -189,7 +189,7 @@ class Chaos:
         killed = []
         for i in range(1, self.cluster.workers + 1):
             worker = self.cluster.worker_pid(i)
-            for pid in _children(worker) if worker is not None else []:
+            for pid in children(worker) if worker is not None else []:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
@@ -296,19 +296,6 @@ class Chaos:
         self.append.release(renew=True)
         time.sleep(f.duration)
         p.start()
-
-
-def _children(pid: int) -> list[int]:
-    """Processes whose parent is ``pid`` (read from /proc)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ import yaml
 
 from icetide.demo.events import create_topic, produce, sample_values
 from tests.fixtures.lakes import column
-from tests.fixtures.stack import kill_group, pipeline_dict, start, unique, wait_for
+from tests.fixtures.stack import children, kill_group, pipeline_dict, start, unique, wait_for
 
 N_EVENTS = 24_000
 
@@ -37,19 +37,6 @@ def _assert_exact(cfg: Path, table: str, produced: Any) -> None:
     assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} duplicates"
     assert set(ids) == set(produced.ids) and len(ids) == produced.good
     assert len(column(cfg, f"{table}_dlq", "_kafka_offset")) == produced.bad
-
-
-def _children(pid: int) -> list[int]:
-    """Processes whose parent is ``pid`` (read from /proc)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
 
 
 def test_cluster_driver_then_worker_sigkilled_exactly_once(kafka, spark_cluster, s3_catalogs, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -76,7 +63,7 @@ def test_cluster_driver_then_worker_sigkilled_exactly_once(kafka, spark_cluster,
     m = wait_for(log, r"committing batch (\d+) to (\S+)", pos, timeout=300)
     worker = spark_cluster.worker_pid(1)
     assert worker is not None
-    executors = _children(worker)
+    executors = children(worker)
     for pid in [*executors, worker]:
         os.kill(pid, signal.SIGKILL)
     assert executors, "worker 1 ran no executor"
