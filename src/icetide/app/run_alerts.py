@@ -23,7 +23,7 @@ def gap(cfg: PipelineConfig, batch: int | None, lost: dict[str, list[int]]) -> N
                        "severity": "warning" if table else "critical", "batch": batch, "lost_from": a, "lost_to": b,
                        "records": None if table else b - a,
                        "reason": f"Kafka deleted {whose} of {tp} (offsets {a}-{b - 1}) before the pipeline "
-                                 "read them (source.on_data_loss: continue)"})
+                                 f"read them (source.on_data_loss: {cfg.source.on_data_loss})"})
     try:
         emit(events, cfg.health.webhook_url)
     except Exception as e:  # an alert never stops the stream

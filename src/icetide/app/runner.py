@@ -63,9 +63,11 @@ class RunSummary:
 
     def describe(self) -> str:
         c = self.counters
-        lost = (f"; {c.lost_records} records deleted by Kafka before they were read "
-                f"({', '.join(f'{tp} {a}-{b - 1}' for tp, gs in sorted(c.gaps.items()) for a, b in gs)})"
-                if c.gaps else "")  # a table's part ("topic[p] for ns.table") is a gap, not a count
+        gaps = ", ".join(f"{tp} {a}-{b - 1}" for tp, gs in sorted(c.gaps.items()) for a, b in gs)
+        # a table's part ("topic[p] for ns.table") is a gap of that table's records, if any: not a count
+        lost = (f"; {c.lost_records} records deleted by Kafka before they were read ({gaps})" if c.lost_records
+                else f"; records Kafka deleted before they were read may be missing from some tables ({gaps})"
+                if c.gaps else "")
         waited = f"; waited {c.registry_wait_s:.0f} s for the schema registry" if c.registry_wait_s >= 1 else ""
         again = "".join(f"; topic {t} was deleted and created again ({why}): read from its start"
                         for t, why in sorted(c.recreated.items()))

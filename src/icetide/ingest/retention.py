@@ -155,7 +155,11 @@ class Recheck:
             if self.raced:
                 raise RetentionRace("a commit of this batch found records Kafka deleted while it read them")
             over = self.read_over()  # asked first: a deletion seen now happened after the read if this is set
-            common, tables = split_lost(self.probe.lost(self.ranges, self.read), self.nexts)
+            asked = self.probe.ask(self.ranges, self.read)
+            if asked is None:  # Kafka could not be asked: no clean recheck (the review: it latched clean)
+                self.started += 1
+                return
+            common, tables = split_lost(asked, self.nexts)
             common = beyond(common, self.lost)
             tables = {t: new for t, lost in tables.items() if (new := beyond(lost, self.tables.get(t, {})))}
             what = describe_all(common, tables)
@@ -189,6 +193,11 @@ class RetentionProbe:
     def lost(self, ranges: BatchRanges, read: set[TopicPartition] | None = None) -> Lost:
         """What of ``ranges`` Kafka no longer holds (empty when it could not be asked); ``read``: see
         :func:`lost_ranges`."""
+        return self.ask(ranges, read) or {}
+
+    def ask(self, ranges: BatchRanges, read: set[TopicPartition] | None = None) -> Lost | None:
+        """:meth:`lost`, or None when Kafka could not be asked (a recheck must not take that for
+        "nothing deleted")."""
         from confluent_kafka import TopicPartition as KafkaTopicPartition
         from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
@@ -205,7 +214,7 @@ class RetentionProbe:
             low = {(k.topic, k.partition): int(f.result(15).offset) for k, f in asked.items()}
         except Exception:  # the read itself will tell; a probe never fails a batch
             self.close()
-            return {}
+            return None
         return lost_ranges(ranges, low, read)
 
     def close(self) -> None:
