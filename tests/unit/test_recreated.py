@@ -242,14 +242,6 @@ class _Writer:
     def nexts(self) -> dict[str, dict[tuple[str, int], int]]:  # the BatchWriter's
         return {t: wm.offsets for t in self.tables() if (wm := self.watermark(self.q(t))) is not None}
 
-    def held(self, tables: list[str]) -> dict[tuple[str, int], int]:  # the ledger's
-        out: dict[tuple[str, int], int] = {}
-        for t in tables:
-            wm = self.by_table.get(t)
-            for tp, off in (wm.offsets if wm is not None else {}).items():
-                out[tp] = max(out.get(tp, -1), off)
-        return out
-
 
 def _start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, sidecar: dict[str, str],
            planned: dict[tuple[str, int], int], orders_end: int = 5_000) -> tuple[str | None, _Writer, list[str]]:

@@ -119,9 +119,10 @@ def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] | None = N
             return preflight(cfg)
         except IcetideError as e:
             waitable = isinstance(e, ServiceUnreachableError) or not e.terminal
+            stop = StoppedBeforeStart(f"stopped by a signal while waiting at the start ({str(e).splitlines()[0]})"
+                                      ": nothing ran")
             if waitable and budget.attempts and stopped():
-                raise StoppedBeforeStart(f"stopped by a signal while waiting at the start ({str(e).splitlines()[0]})"
-                                         ": nothing ran") from e
+                raise stop from e
             if not waitable or not budget.failed(0):
                 raise
             wait = budget.backoff()
@@ -130,8 +131,7 @@ def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] | None = N
                         budget.attempts)
             (sleep or (lambda secs: _nap(secs, stopped)))(wait)
             if stopped():
-                raise StoppedBeforeStart(f"stopped by a signal while waiting at the start ({str(e).splitlines()[0]})"
-                                         ": nothing ran") from e
+                raise stop from e
 
 
 def _nap(seconds: float, stopped: Callable[[], bool]) -> None:

@@ -25,6 +25,7 @@ from pyspark.sql.types import (
 from icetide.config.base import STREAMING_TABLE_DEFAULTS, interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.config.target import TargetTable
+from icetide.ingest.retention import parse_gap_key
 from icetide.lake.tables import ensure_table
 
 if TYPE_CHECKING:
@@ -100,9 +101,9 @@ class PipelineCounters:
     def add_gaps(self, lost: dict[str, list[int]]) -> None:
         """Records Kafka deleted before the pipeline read them: "topic[p]" → [from, to). A table's
         part ("topic[p] for ns.table", see :mod:`icetide.ingest.retention`) lost only the records
-        routed to that table: a gap, but not a count (topic names hold no spaces)."""
+        routed to that table, if any: a gap, but not a count."""
         for tp, (a, b) in lost.items():
-            if " for " not in tp:
+            if parse_gap_key(tp)[1] is None:
                 self.lost_records += b - a
             self.gaps.setdefault(tp, []).append([a, b])
 

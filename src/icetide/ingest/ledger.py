@@ -92,15 +92,6 @@ class Ledger:
             self._watermarks[table] = self._renewed(table, wm) if wm is not None else None
         return self._watermarks[table]
 
-    def held(self, tables: list[str]) -> dict[tuple[str, int], int]:
-        """Per partition, the highest offset any of ``tables`` (qualified) holds."""
-        out: dict[tuple[str, int], int] = {}
-        for table in tables:
-            wm = self.watermark(table)
-            for tp, off in (wm.offsets if wm is not None else {}).items():
-                out[tp] = max(out.get(tp, -1), off)
-        return out
-
     def _renewed(self, table: str, wm: Watermark) -> Watermark:
         """``wm`` (a fresh read) with the offsets of topics deleted and created again since set aside,
         in the table too (its property), so that no later read brings them back; with

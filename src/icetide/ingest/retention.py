@@ -3,8 +3,8 @@
 A gap is a range of offsets of one partition. Retention deletes a partition's oldest records, so
 what a batch lost is always a prefix of its planned range. A gap is *common* when no table holds
 any record of it (every record of the range is lost), or *a table's* when other tables hold their
-records of the range and this table does not (a batch a crash left partial): then only the records
-routed to that table are lost, and the report names it (``"topic[p] for ns.table"``).
+records of the range and this table does not (a batch a crash left partial): then the records
+routed to that table, if any, are lost, and the report names it (``"topic[p] for ns.table"``).
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from typing import Any
 
 from icetide.config.source import KafkaSource
 from icetide.errors import TransientError
-from icetide.ingest.source import client_conf
+from icetide.ingest.source import Lost, client_conf
 from icetide.lake.offsets import BatchRanges, TopicPartition
 
 log = logging.getLogger(__name__)
 
-Lost = dict[TopicPartition, tuple[int, int]]
 #: per table (namespace.table), the part of a gap only its records lost
 TableLost = dict[str, Lost]
 #: per table, the next offset it needs of each partition (its watermark)
@@ -61,7 +60,7 @@ def beyond(lost: Lost, reported: Lost) -> Lost:
     return above(lost, {tp: b for tp, (_, b) in reported.items()})
 
 
-def describe_lost(lost: dict[TopicPartition, tuple[int, int]]) -> str:
+def describe_lost(lost: Lost) -> str:
     return ", ".join(f"{t}[{p}] offsets {a}-{b - 1} ({b - a} records)" for (t, p), (a, b) in sorted(lost.items()))
 
 

@@ -91,7 +91,7 @@ class BatchWriter:
         self.one_pass, self.multi_table, self.per_table = OnePass(*parts), MultiTable(*parts), PerTable(*parts)
         self._dead_letters_ready = False
         self._retention = retention.RetentionProbe(cfg.source)
-        self._lost: retention.Lost = {}
+        self._lost: source.Lost = {}
         self._lost_tables: retention.TableLost = {}  # a partial batch's replay: what only some tables lost
         self._raced: set[int] = set()  # batches a retention race replayed once (next time: reported wide)
         #: the partitions the query had a position in before the batch (None: unknown, all count)
@@ -171,7 +171,7 @@ class BatchWriter:
             return None
         lost, before = self._retention.lost(ranges, self._read_before), self.nexts()
         # what the tables hold of the range was never lost (a replay of a batch some tables committed)
-        self._lost, self._lost_tables = retention.split_lost(lost, before) if lost else ({}, {})
+        self._lost, self._lost_tables = retention.split_lost(lost, before)
         ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
         if cfg.source.on_data_loss == "continue":  # and before each commit, what retention deleted meanwhile
             self.ledger.before_commit = retention.Recheck(self._retention, ranges, self._read_before, self._lost,
@@ -228,7 +228,7 @@ class BatchWriter:
         finally:
             (raw if raw is not None else rows).unpersist()
 
-    def _gap(self, batch_id: int, common: retention.Lost, tables: retention.TableLost) -> None:
+    def _gap(self, batch_id: int, common: source.Lost, tables: retention.TableLost) -> None:
         """The alert for a gap, as soon as it is found: before the batch's commits, so that a crash
         after them cannot lose the report (the replay finds the tables holding the batch and reports
         nothing). A batch replayed before its commits may alert again."""
