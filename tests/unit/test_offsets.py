@@ -254,3 +254,30 @@ def test_chaos_1202_a_partial_batch_s_gap_is_each_missing_table_s_own() -> None:
     counters.add_gaps(keys)
     assert counters.lost_records == 30 + 10  # a table's part is a gap, not a count of lost records
     assert set(counters.gaps) == set(keys)
+
+
+def test_a_gap_found_again_by_a_retried_start_is_counted_and_alerted_once() -> None:
+    """A query start that fails after its resume found a gap (the object store down) and is retried
+    finds the same gap again: only what this run has not recorded yet is new."""
+    from icetide.ingest.batch_log import PipelineCounters
+
+    c = PipelineCounters()
+    c.add_gaps({"orders[0]": [100, 250], "orders[1] for ns.t": [5, 9]})
+    assert c.unreported({"orders[0]": [100, 250], "orders[1] for ns.t": [5, 9]}) == {}
+    # retention went on meanwhile: only its new part
+    assert c.unreported({"orders[0]": [100, 300], "orders[2]": [0, 7]}) == {"orders[0]": [250, 300],
+                                                                             "orders[2]": [0, 7]}
+    assert c.lost_records == 150
+
+
+def test_a_stop_for_a_replay_some_tables_hold_says_so_not_that_nothing_was_written() -> None:
+    """Review: with ``on_data_loss: stop`` Spark's read of a replayed batch fails when Kafka deleted its
+    start, also where tables already hold it; the reason said "had not read … nothing of this batch
+    was written"."""
+    from icetide.ingest.retention import data_loss_message
+
+    held = {"ns.b": {("orders", 0): (100, 180)}}
+    text = data_loss_message("p", "(Spark: some data may have been lost)", held)
+    assert "replays after a crash, which some of its tables hold" in text and "ns.b" in text
+    assert "Nothing of this batch was written" not in text
+    assert "Nothing of this batch was written" in data_loss_message("p", "orders[0] 100–180")

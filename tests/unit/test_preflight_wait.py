@@ -105,3 +105,35 @@ def test_a_stop_signal_ends_the_wait_at_once(tmp_path: Path, monkeypatch: pytest
     (tmp_path / "ckpt").rmdir()  # a new pipeline does not wait: its error is the service's, at once
     with pytest.raises(ServiceUnreachableError):
         pf.preflight_run(cfg, stopped=flag.is_set)
+
+
+def test_an_error_without_text_is_raised_as_it_is_and_a_stop_names_its_type(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review of 5fb2a02: the stop's message was built for every error, and ``"".splitlines()[0]``
+    turned an error without text into an IndexError."""
+    cfg = _cfg(tmp_path)
+    _failing(monkeypatch, [ConfigError("")])
+    with pytest.raises(ConfigError):
+        pf.preflight_run(cfg, sleep=lambda s: None)
+    (tmp_path / "ckpt").mkdir()
+    _failing(monkeypatch, [ServiceUnreachableError("")])
+    with pytest.raises(StoppedBeforeStart, match=r"\(ServiceUnreachableError\): nothing ran"):
+        pf.preflight_run(cfg, sleep=lambda s: None, stopped=lambda: True)
+
+
+def test_a_stop_asked_during_the_last_check_or_sparks_start_starts_no_query() -> None:
+    """The review: a signal during the preflight's last, successful check (or while Spark starts) was
+    remembered, and the query started anyway, able to end in a start error (exit 1 or 2)."""
+    import threading
+
+    from icetide.app.runner import Runner
+    from icetide.loops import RestartBudget
+
+    runner = Runner.__new__(Runner)
+    runner._stop = threading.Event()
+    runner._stop.set()
+
+    def start() -> None:
+        raise AssertionError("a query was started after the stop")
+    runner._start = start  # type: ignore[method-assign]
+    assert runner._start_or_wait(RestartBudget(3)) is None

@@ -105,6 +105,11 @@ def preflight(cfg: PipelineConfig, purpose: Purpose = "write", collect: bool = F
     return out
 
 
+def _stopped(e: Exception) -> StoppedBeforeStart:
+    first = (str(e).splitlines() or [type(e).__name__])[0]
+    return StoppedBeforeStart(f"stopped by a signal while waiting at the start ({first}): nothing ran")
+
+
 def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] | None = None,
                   stopped: Callable[[], bool] = lambda: False) -> Preflight:
     """``run``'s preflight. A pipeline that has run before (its checkpoint folder exists; one on a
@@ -119,19 +124,18 @@ def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] | None = N
             return preflight(cfg)
         except IcetideError as e:
             waitable = isinstance(e, ServiceUnreachableError) or not e.terminal
-            stop = StoppedBeforeStart(f"stopped by a signal while waiting at the start ({str(e).splitlines()[0]})"
-                                      ": nothing ran")
             if waitable and budget.attempts and stopped():
-                raise stop from e
+                raise _stopped(e) from e
             if not waitable or not budget.failed(0):
                 raise
             wait = budget.backoff()
             log.warning("%s; the pipeline has run before, so it waits for it: trying again in %.0fs "
-                        "(%d of stream.restart_attempts %d)", str(e).splitlines()[0], wait, budget.used,
+                        "(%d of stream.restart_attempts %d)", (str(e).splitlines() or [type(e).__name__])[0], wait,
+                        budget.used,
                         budget.attempts)
             (sleep or (lambda secs: _nap(secs, stopped)))(wait)
             if stopped():
-                raise stop from e
+                raise _stopped(e) from e
 
 
 def _nap(seconds: float, stopped: Callable[[], bool]) -> None:

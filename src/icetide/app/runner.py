@@ -227,6 +227,8 @@ class Runner:
         """:meth:`_start`, with a transient failure (the catalog restarting while the query starts:
         chaos seed 1202) waited out like a failed query; None when a stop was asked meanwhile."""
         while True:
+            if self._stop.is_set():  # asked while the preflight's last check or Spark's start ran
+                return None
             try:
                 return self._start()
             except Exception as e:

@@ -21,6 +21,7 @@ from icetide.app.output import (
 )
 from icetide.cli.common import config_option, engine_option, load_reader
 from icetide.config import load_config
+from icetide.secrets import scrub
 
 
 @click.command()
@@ -142,7 +143,7 @@ def run(config_path: Path, duration: float | None, until_idle: bool, idle_after:
     try:
         _, summary = run_until_stopped(load_config(config_path), duration, until_idle, idle_after)
     except StoppedBeforeStart as e:  # a supervisor's stop during the start's wait: a clean stop
-        console.print(str(e))
+        console.print(scrub(str(e)), markup=False, highlight=False)
         return
     console.print(f"stopped ({summary.stopped_by}): {summary.describe()}")
     mistakes = summary.counters.unlanded_mistakes()

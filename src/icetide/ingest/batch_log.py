@@ -98,6 +98,16 @@ class PipelineCounters:
     #: Topics found deleted and created again, read again from their start: topic → the evidence (#41)
     recreated: dict[str, str] = field(default_factory=dict)
 
+    def unreported(self, lost: dict[str, list[int]]) -> dict[str, list[int]]:
+        """The part of each gap this run has not recorded yet (a query start retried after a failure
+        finds the same gap again: it is counted and alerted once)."""
+        out = {}
+        for tp, (a, b) in lost.items():
+            a = max([a, *(e for s, e in self.gaps.get(tp, []) if s <= a)])
+            if a < b:
+                out[tp] = [a, b]
+        return out
+
     def add_gaps(self, lost: dict[str, list[int]]) -> None:
         """Records Kafka deleted before the pipeline read them: "topic[p]" → [from, to). A table's
         part ("topic[p] for ns.table", see :mod:`icetide.ingest.retention`) lost only the records

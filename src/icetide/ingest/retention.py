@@ -119,6 +119,19 @@ def describe_tables(tables: TableLost) -> str:
     return "; ".join(f"records routed to {t}, if any, of {describe_lost(lost)}" for t, lost in sorted(tables.items()))
 
 
+def data_loss_message(pipeline: str, what: str, held: TableLost | None = None) -> str:
+    """``on_data_loss: stop``'s reason; ``held``: the batch is a replay some tables hold part of (Spark's
+    read fails for that part too, so the stop mode stops for it: switch to ``continue`` to go on)."""
+    if held:
+        return (f"source.on_data_loss: Kafka deleted the start of a batch pipeline '{pipeline}' replays after a "
+                f"crash, which some of its tables hold ({what}; may lack it: {describe_tables(held)}). To go on, "
+                "set source.on_data_loss: continue (each such table's part is reported as a gap)")
+    return (f"source.on_data_loss: Kafka no longer holds records pipeline '{pipeline}' had not read (its retention "
+            f"deleted them): {what}. Nothing of this batch was written. To skip them and go on, set "
+            "source.on_data_loss: continue (the gap is logged and counted); to keep them, produce them to the "
+            "topic again first")
+
+
 def describe_all(common: Lost, tables: TableLost) -> str:
     return "; ".join(x for x in (describe_lost(common), describe_tables(tables)) if x)
 

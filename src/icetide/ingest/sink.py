@@ -144,7 +144,8 @@ class BatchWriter:
             if is_fenced(e):
                 raise
             if SPARK_DATA_LOSS in str(e):  # retention deleted records while this batch read them
-                raise DataLossError(self._data_loss_message(f"({error_line(e, 300)})")) from e
+                what = f"({error_line(e, 300)})"
+                raise DataLossError(retention.data_loss_message(self.cfg.name, what, self._lost_tables)) from e
             raise BatchFailedError(f"{BATCH_MARKER} batch {batch_id}: {error_line(e, 2000)}") from e
         except BaseException:
             self.forget_watermarks()
@@ -179,7 +180,7 @@ class BatchWriter:
                                                           read_over=lambda: ctx.read_over,
                                                           report=lambda c, t: self._gap(batch_id, c, t))
         if self._lost and cfg.source.on_data_loss == "stop":  # a table's part may be no loss: it never stops
-            raise DataLossError(self._data_loss_message(retention.describe_lost(self._lost)))
+            raise DataLossError(retention.data_loss_message(self.cfg.name, retention.describe_lost(self._lost)))
         if self._lost or self._lost_tables:
             log.warning("Kafka deleted records before the pipeline read them (retention); going on from the oldest "
                         "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id,
@@ -376,12 +377,6 @@ class BatchWriter:
             evo = evolution.Evolution(added=[(evolution.Path((f.name,)), f.dataType) for f in missing])
             evolution.apply(self.spark, self.q(table), have, evo)
         self._dead_letters_ready = True
-
-    def _data_loss_message(self, what: str) -> str:
-        return (f"source.on_data_loss: Kafka no longer holds records pipeline '{self.cfg.name}' had not read "
-                f"(its retention deleted them): {what}. Nothing of this batch was written. To skip them and go on, "
-                "set source.on_data_loss: continue (the gap is logged and counted); to keep them, produce them "
-                "to the topic again first")
 
     def _ranges(self, batch_id: int, parsed: DataFrame) -> BatchRanges:
         """The batch's offsets from Spark's offset log; a scan of the batch only as a fallback."""
