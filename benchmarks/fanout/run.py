@@ -44,6 +44,7 @@ from benchmarks.common import (  # noqa: E402
     steady_batch_seconds,
     steady_rate,
 )
+from benchmarks.fanout import connect  # noqa: E402
 from benchmarks.ingest.run import MAX_OFFSETS, SCHEMA, TRIGGER, config, machine, run_worker  # noqa: E402
 from icetide import paths  # noqa: E402
 from icetide.demo.events import create_topic  # noqa: E402
@@ -71,6 +72,9 @@ REGIMES = {"sustained": TRIGGER, "capacity": "0 seconds"}
 #: (``parquet.enable.dictionary: false``, which Iceberg 1.11's Parquet writer reads from table properties).
 SYSTEMS = ("vanilla", "vanilla-tuned", "vanilla-by-route", "icetide", "icetide-expressions", "icetide-fanout",
            "vanilla-tuned-nodict", "icetide-nodict")
+#: The peers a team would pick instead, run when named in ``--systems``: kafka-connect is Apache Iceberg's
+#: Kafka Connect sink into a table made like vanilla-tuned's (connect.py; results in results/connect/).
+PEERS = ("kafka-connect",)
 NO_DICTIONARY = {"parquet.enable.dictionary": "false"}
 
 
@@ -133,7 +137,7 @@ def main() -> None:
     ap.add_argument("--tables", type=int, default=20)
     ap.add_argument("--regimes", default="sustained,capacity", help=f"comma-separated, of {sorted(REGIMES)}")
     ap.add_argument("--out", type=Path, default=HERE / "results")
-    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {list(SYSTEMS)}")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {list(SYSTEMS + PEERS)}")
     ap.add_argument("--no-report", action="store_true", help="Print the results only (profiling)")
     ap.add_argument("--bootstrap", help="Use this running Kafka broker instead of starting one")
     args = ap.parse_args()
@@ -142,8 +146,8 @@ def main() -> None:
     if unknown:
         ap.error(f"--regimes: unknown {unknown}; use {sorted(REGIMES)}")
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    if [s for s in systems if s not in SYSTEMS]:
-        ap.error(f"--systems: unknown {[s for s in systems if s not in SYSTEMS]}; use {list(SYSTEMS)}")
+    if [s for s in systems if s not in SYSTEMS + PEERS]:
+        ap.error(f"--systems: unknown {[s for s in systems if s not in SYSTEMS + PEERS]}; use {list(SYSTEMS + PEERS)}")
 
     work = paths.home() / "bench" / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)
@@ -159,6 +163,9 @@ def main() -> None:
             for s in systems:
                 if s == "icetide-fanout":
                     r = fanout_run(bootstrap, topic, f"bench_fanout_{regime}", work, trigger, len(values))
+                elif s == "kafka-connect":
+                    r = connect.run(config(bootstrap, topic, f"bench.fo_{regime}_kafka_connect", work, trigger),
+                                    work, len(values), cadence(results, regime))
                 else:
                     table = f"bench.fo_{regime}_{s.replace('-', '_')}"
                     cfg = config(bootstrap, topic, table, work, trigger)
@@ -177,6 +184,16 @@ def main() -> None:
     (args.out / "results.json").write_text(json.dumps(report, indent=2))
     write_markdown(report, args.out / "results.md")
     plot(report, args.out / "fanout.png")
+
+
+def cadence(results: list[dict[str, Any]], regime: str) -> float:
+    """The Kafka Connect sink's commit interval, seconds: the regime's batch cadence, which for capacity
+    (a batch as soon as the last ends) is vanilla-tuned's median steady batch in this run (10 s if it
+    did not run)."""
+    if REGIMES[regime] != "0 seconds":
+        return float(REGIMES[regime].split()[0])
+    tuned = next((x for x in results if x["regime"] == regime and x["system"] == "vanilla-tuned"), None)
+    return float((tuned or {}).get("steady_batch_s") or 10.0)
 
 
 def fanout_run(bootstrap: str, topic: str, ns: str, work: Path, trigger: str, expected: int) -> dict[str, Any]:
@@ -220,6 +237,11 @@ def targets(rows: list[dict[str, Any]]) -> list[tuple[str, float | None, float, 
         "events_per_s", 1.0)
     add("fan-out, steady: icetide-fanout ÷ vanilla-by-route", "icetide-fanout", "vanilla-by-route",
         "steady_events_per_s", 1.0)
+    add("the Kafka Connect sink, whole run: icetide ÷ kafka-connect", "icetide", "kafka-connect", "events_per_s", 1.0)
+    add("the Kafka Connect sink, steady: icetide ÷ kafka-connect", "icetide", "kafka-connect",
+        "steady_events_per_s", 1.0)
+    add("the Kafka Connect sink, CPU per event: icetide ÷ kafka-connect", "icetide", "kafka-connect",
+        "jvm_cpu_s_per_m_events", 1.0, higher=False)
     for s in ("icetide", "icetide-fanout"):
         if s in by:
             out.append((f"{s}: first batch ÷ its steady batch", ratio(by[s].get("first_batch_s"),
@@ -283,6 +305,12 @@ def write_markdown(r: dict[str, Any], path: Path) -> None:
               "`target.schema` first). Each JSON value is decoded in the write task, once, from its bytes "
               "(`stream.decode_in_task`); `icetide-expressions` is `icetide` with that off (a check UDF, then "
               "`from_json`), in the same run: the decoder's own effect.",
+              *([] if not any(x["system"] == "kafka-connect" for x in r["results"]) else [
+              "- `kafka-connect`: Apache Iceberg's own Kafka Connect sink (`iceberg-kafka-connect` 1.11.0 under "
+              "Kafka Connect 4.1.1 standalone, two tasks, Connect's defaults otherwise) into a table made like "
+              "vanilla-tuned's, committing at the regime's batch cadence (the *trigger* column). Its window opens "
+              "when both tasks run and closes with the commit holding the last event; its CPU is its own JVM's "
+              "over that window (benchmarks/fanout/connect.py). It writes no `_kafka_*` columns."]),
               "- Where the time goes, what changed, what would close the gaps: [analysis.md](analysis.md).", ""]
     path.write_text("\n".join(lines))
 
@@ -298,7 +326,7 @@ def plot(r: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, len(regimes), figsize=(7 * len(regimes), 4.2), squeeze=False)
     colors = {"vanilla": "#999", "vanilla-tuned": "#bbb", "vanilla-by-route": "#ddd", "icetide": "#2ca02c",
               "icetide-expressions": "#98df8a", "vanilla-tuned-nodict": "#ccc", "icetide-nodict": "#bcbd22",
-              "icetide-fanout": "#1f77b4"}
+              "icetide-fanout": "#1f77b4", "kafka-connect": "#d62728"}
     for ax, regime in zip(axes[0], regimes, strict=True):
         by = {x["system"]: x for x in r["results"] if x["regime"] == regime}
         xs = range(len(systems))

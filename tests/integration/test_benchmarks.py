@@ -35,9 +35,12 @@ def _run(module: str, tmp_path: Path, *args: str) -> dict[str, Any]:
 def test_fanout_benchmark_runs_each_worker(kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """One system per worker path: the vanilla worker (shared with the ingest benchmark, whose report is
     rendered in the unit tier; with icetide's table properties and the dictionary off), icetide's
-    single-table run with the in-task decoder and with the expression path, and the fan-out worker."""
+    single-table run with the in-task decoder and with the expression path, the fan-out worker, and
+    Apache Iceberg's Kafka Connect sink (its jars from Maven Central on first use: ~15 s; its JVM, a
+    10 s commit interval and its tasks' first rebalance: ~30 s; ~50 s more in CI)."""
     # icetide-nodict is icetide with one table property more: its path is icetide's
-    systems = ["vanilla-by-route", "vanilla-tuned-nodict", "icetide", "icetide-expressions", "icetide-fanout"]
+    systems = ["vanilla-by-route", "vanilla-tuned-nodict", "icetide", "icetide-expressions", "icetide-fanout",
+               "kafka-connect"]
     r = _run("benchmarks.fanout.run", tmp_path, "--events", "3000", "--tables", "3", "--regimes", "capacity",
              "--systems", ",".join(systems), "--bootstrap", kafka.bootstrap)
     assert [x["system"] for x in r["results"]] == systems

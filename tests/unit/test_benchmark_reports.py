@@ -34,6 +34,17 @@ def test_fanout_report_renders_its_results(tmp_path: Path) -> None:
     assert systems == set(run.SYSTEMS), "the committed run left a system out"
 
 
+def test_the_kafka_connect_comparison_renders_its_results(tmp_path: Path) -> None:
+    """The peer's run (results/connect/): the Kafka Connect sink beside vanilla-tuned and icetide."""
+    from benchmarks.fanout import run
+
+    r = _load("fanout/results/connect/results.json")
+    run.write_markdown(r, tmp_path / "results.md")
+    assert (tmp_path / "results.md").read_text() == (BENCH / "fanout/results/connect/results.md").read_text()
+    assert {x["system"] for x in r["results"]} == {"vanilla-tuned", "icetide", *run.PEERS}
+    assert "the Kafka Connect sink, steady: icetide ÷ kafka-connect" in (tmp_path / "results.md").read_text()
+
+
 def test_fanout_targets_are_judged_from_the_figures() -> None:
     from benchmarks.fanout.run import targets
 

@@ -86,3 +86,42 @@ def test_one_jvm_splits_scripts_and_their_arguments() -> None:
     assert runs(["benchmarks.expiry.run", "--rounds", "1", "--", "benchmarks.manifests.run", "--", "--"]) == [
         ["benchmarks.expiry.run", "--rounds", "1"], ["benchmarks.manifests.run"]]
     assert runs([]) == []
+
+
+def test_the_kafka_connect_sinks_figures_come_from_its_commits() -> None:
+    """Window from the tasks running to the commit holding the last event; steady over the commits after
+    the first; empty commits (the coordinator commits with nothing to add) are left out."""
+    from types import SimpleNamespace
+
+    from benchmarks.fanout.connect import figures
+
+    def snap(t_s: float, added: int, total: int) -> SimpleNamespace:
+        return SimpleNamespace(timestamp_ms=int(t_s * 1000), summary={
+            "added-records": str(added), "total-records": str(total), "total-data-files": str(total // 100),
+            "total-files-size": str(total * 10)})
+
+    snaps = [snap(104, 400, 400), snap(107, 0, 400), snap(108, 300, 700), snap(112, 300, 1000)]
+    r = figures(snaps, t0=100.0, cpu=5.0, expected=1000, commit_interval_s=4)
+    assert (r["rows"], r["batches"], r["seconds"], r["events_per_s"]) == (1000, 3, 12.0, 83.3)
+    assert r["steady_events_per_s"] == 75.0  # 600 rows from 104 s to 112 s
+    assert (r["first_batch_s"], r["batch_s"], r["steady_batch_s"]) == (4.0, [4.0, 4.0], 4.0)
+    assert (r["jvm_cpu_s_per_m_events"], r["data_files"], r["trigger"]) == (5000.0, 10, "commit every 4 s")
+
+
+def test_the_kafka_connect_sink_runs_on_the_benchmarks_catalog_and_cadence() -> None:
+    from pathlib import Path
+
+    from benchmarks.fanout.connect import properties
+    from benchmarks.fanout.run import cadence
+    from benchmarks.ingest.run import config
+
+    cfg = config("127.0.0.1:9092", "t", "bench.fo_capacity_kafka_connect", Path("/w"))
+    worker, connector = properties(cfg, Path("/w"), "bench-x", 8083, 2.4)
+    assert "value.converter=org.apache.kafka.connect.json.JsonConverter\n" in worker
+    assert "listeners=http://127.0.0.1:8083\n" in worker
+    assert "offset.flush.interval.ms=2400\n" in worker  # a drained task sees the commit request in time
+    for line in ("topics=t", "iceberg.tables=bench.fo_capacity_kafka_connect", "iceberg.catalog=icetide",
+                 "iceberg.catalog.uri=jdbc:sqlite:/w/catalog.db", "iceberg.control.commit.interval-ms=2400"):
+        assert f"{line}\n" in connector
+    runs = [{"regime": "capacity", "system": "vanilla-tuned", "steady_batch_s": 2.5}]
+    assert (cadence(runs, "capacity"), cadence([], "capacity"), cadence(runs, "sustained")) == (2.5, 10.0, 10.0)
