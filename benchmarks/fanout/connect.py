@@ -170,6 +170,9 @@ def run(cfg: dict[str, Any], work: Path, expected: int, commit_interval_s: float
     cmd = ["java", "-Xmx4g", "-cp", f"{jars()}/*", f"-Dorg.slf4j.simpleLogger.defaultLogLevel={level}",
            "-Dorg.slf4j.simpleLogger.log.org.apache.iceberg.connect=info", "-Dorg.slf4j.simpleLogger.showDateTime=true",
            MAIN, str(work / f"{name}-worker.properties"), str(work / f"{name}-connector.properties")]
+    jfr = os.environ.get("ICETIDE_BENCH_JFR")  # a CPU profile of the sink's JVM, as the Spark systems' get
+    if jfr:
+        cmd.insert(1, f"-XX:StartFlightRecording=filename={Path(jfr) / (name + '.jfr')},settings=profile")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         t0, cpu0 = _wait_running(proc, port, name, log.name)
