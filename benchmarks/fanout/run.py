@@ -73,8 +73,10 @@ REGIMES = {"sustained": TRIGGER, "capacity": "0 seconds"}
 SYSTEMS = ("vanilla", "vanilla-tuned", "vanilla-by-route", "icetide", "icetide-expressions", "icetide-fanout",
            "vanilla-tuned-nodict", "icetide-nodict")
 #: The peers a team would pick instead, run when named in ``--systems``: kafka-connect is Apache Iceberg's
-#: Kafka Connect sink into a table made like vanilla-tuned's (connect.py; results in results/connect/).
-PEERS = ("kafka-connect",)
+#: Kafka Connect sink into a table made like vanilla-tuned's (connect.py; results in results/connect/);
+#: icetide-nometa is icetide without the ``_kafka_*`` columns (``target.kafka_metadata_columns: false``),
+#: the sink's columns.
+PEERS = ("kafka-connect", "icetide-nometa")
 NO_DICTIONARY = {"parquet.enable.dictionary": "false"}
 
 
@@ -173,6 +175,8 @@ def main() -> None:
                         cfg["stream"]["decode_in_task"] = False
                     if s.endswith("-nodict"):
                         cfg["target"]["properties"] = dict(NO_DICTIONARY)
+                    if s == "icetide-nometa":
+                        cfg["target"]["kafka_metadata_columns"] = False
                     r = run_worker(s, cfg, work, len(values))
                 results.append({**r, "regime": regime})
                 print(json.dumps({k: v for k, v in results[-1].items() if k != "batch_phases"}), flush=True)
@@ -242,6 +246,10 @@ def targets(rows: list[dict[str, Any]]) -> list[tuple[str, float | None, float, 
         "steady_events_per_s", 1.0)
     add("the Kafka Connect sink, CPU per event: icetide ÷ kafka-connect", "icetide", "kafka-connect",
         "jvm_cpu_s_per_m_events", 1.0, higher=False)
+    add("the Kafka Connect sink, its columns, steady: icetide-nometa ÷ kafka-connect", "icetide-nometa",
+        "kafka-connect", "steady_events_per_s", 1.0)
+    add("the Kafka Connect sink, its columns, CPU per event: icetide-nometa ÷ kafka-connect", "icetide-nometa",
+        "kafka-connect", "jvm_cpu_s_per_m_events", 1.0, higher=False)
     for s in ("icetide", "icetide-fanout"):
         if s in by:
             out.append((f"{s}: first batch ÷ its steady batch", ratio(by[s].get("first_batch_s"),
@@ -310,7 +318,9 @@ def write_markdown(r: dict[str, Any], path: Path) -> None:
               "Kafka Connect 4.1.1 standalone, two tasks, Connect's defaults otherwise) into a table made like "
               "vanilla-tuned's, committing at the regime's batch cadence (the *trigger* column). Its window opens "
               "when both tasks run and closes with the commit holding the last event; its CPU is its own JVM's "
-              "over that window (benchmarks/fanout/connect.py). It writes no `_kafka_*` columns."]),
+              "over that window (benchmarks/fanout/connect.py). It writes no `_kafka_*` columns" + (
+                  "; `icetide-nometa` is icetide without them (`target.kafka_metadata_columns: false`)."
+                  if any(x["system"] == "icetide-nometa" for x in r["results"]) else ".")]),
               "- Where the time goes, what changed, what would close the gaps: [analysis.md](analysis.md).", ""]
     path.write_text("\n".join(lines))
 
@@ -326,7 +336,7 @@ def plot(r: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, len(regimes), figsize=(7 * len(regimes), 4.2), squeeze=False)
     colors = {"vanilla": "#999", "vanilla-tuned": "#bbb", "vanilla-by-route": "#ddd", "icetide": "#2ca02c",
               "icetide-expressions": "#98df8a", "vanilla-tuned-nodict": "#ccc", "icetide-nodict": "#bcbd22",
-              "icetide-fanout": "#1f77b4", "kafka-connect": "#d62728"}
+              "icetide-fanout": "#1f77b4", "kafka-connect": "#d62728", "icetide-nometa": "#17becf"}
     for ax, regime in zip(axes[0], regimes, strict=True):
         by = {x["system"]: x for x in r["results"] if x["regime"] == regime}
         xs = range(len(systems))

@@ -145,7 +145,9 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
     cpu = jvm_cpu_seconds(spark) - cpu0
     steady = steady_rate(query)
     count = spark.table(table).count()
-    fresh = spark.sql(f"""
+    fresh = [[None, None]]  # a table without the Kafka columns (icetide-nometa): no freshness
+    if "_kafka_timestamp" in spark.table(table).columns:
+        fresh = spark.sql(f"""
         WITH added AS (SELECT e.data_file.file_path AS f, e.snapshot_id FROM {table}.entries e WHERE e.status = 1),
              snaps AS (SELECT snapshot_id, committed_at FROM {table}.snapshots),
              rows AS (SELECT _kafka_timestamp AS ts, _file AS f FROM {table})

@@ -41,7 +41,8 @@ def test_the_kafka_connect_comparison_renders_its_results(tmp_path: Path) -> Non
     r = _load("fanout/results/connect/results.json")
     run.write_markdown(r, tmp_path / "results.md")
     assert (tmp_path / "results.md").read_text() == (BENCH / "fanout/results/connect/results.md").read_text()
-    assert {x["system"] for x in r["results"]} == {"vanilla-tuned", "icetide", *run.PEERS}
+    assert {"vanilla-tuned", "icetide", "kafka-connect"} <= {x["system"] for x in r["results"]} <= {
+        "vanilla-tuned", "icetide", *run.PEERS}
     assert "the Kafka Connect sink, steady: icetide ÷ kafka-connect" in (tmp_path / "results.md").read_text()
 
 
