@@ -263,11 +263,17 @@ def test_a_gap_found_again_by_a_retried_start_is_counted_and_alerted_once() -> N
 
     c = PipelineCounters()
     c.add_gaps({"orders[0]": [100, 250], "orders[1] for ns.t": [5, 9]})
-    assert c.unreported({"orders[0]": [100, 250], "orders[1] for ns.t": [5, 9]}) == {}
-    # retention went on meanwhile: only its new part
-    assert c.unreported({"orders[0]": [100, 300], "orders[2]": [0, 7]}) == {"orders[0]": [250, 300],
-                                                                             "orders[2]": [0, 7]}
-    assert c.lost_records == 150
+    assert c.unreported({"orders[0]": [100, 250], "orders[1] for ns.t": [5, 9]}) == []
+    # retention went on meanwhile, start after start (the review: the third retry counted 250-300 again)
+    for end in (300, 350, 400):
+        for gaps in c.unreported({"orders[0]": [100, end]}):
+            c.add_gaps(gaps)
+    assert c.lost_records == 300 and c.unreported({"orders[0]": [100, 400]}) == []
+    # a new part before, between and after what is recorded: each piece once
+    c.add_gaps({"orders[2]": [20, 30]})
+    c.add_gaps({"orders[2]": [40, 50]})
+    assert c.unreported({"orders[2]": [10, 60], "orders[3]": [0, 7]}) == [
+        {"orders[2]": [10, 20], "orders[3]": [0, 7]}, {"orders[2]": [30, 40]}, {"orders[2]": [50, 60]}]
 
 
 def test_a_stop_for_a_replay_some_tables_hold_says_so_not_that_nothing_was_written() -> None:
@@ -277,7 +283,10 @@ def test_a_stop_for_a_replay_some_tables_hold_says_so_not_that_nothing_was_writt
     from icetide.ingest.retention import data_loss_message
 
     held = {"ns.b": {("orders", 0): (100, 180)}}
-    text = data_loss_message("p", "(Spark: some data may have been lost)", held)
-    assert "replays after a crash, which some of its tables hold" in text and "ns.b" in text
+    text = data_loss_message("p", "Spark: some data may have been lost", held)
+    assert "replays after a crash" in text and "may lack part of it: records routed to ns.b" in text
     assert "Nothing of this batch was written" not in text
+    # a replay every table holds (the second review): none lost, and it says so
+    whole = data_loss_message("p", "Spark: some data may have been lost", replay=True)
+    assert "every table holds it: none lost" in whole and "had not read" not in whole
     assert "Nothing of this batch was written" in data_loss_message("p", "orders[0] 100–180")

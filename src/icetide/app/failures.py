@@ -27,14 +27,14 @@ def recreated_line(e: BaseException) -> str:
     """The message of a batch's :class:`TopicRecreatedError` out of Spark's wrapped error."""
     text = str(e)
     i = text.find("TopicRecreatedError: ")
-    return (text[i + len("TopicRecreatedError: "):] if i >= 0 else text).strip().splitlines()[0][:1000]
+    return ((text[i + len("TopicRecreatedError: "):] if i >= 0 else text).strip().splitlines() or [""])[0][:1000]
 
 
 def fence_line(e: BaseException) -> str:
     """The fence's own message out of a (possibly JVM-wrapped) error."""
     text = str(e)
     i = text.find(FENCE_MARKER)
-    return (text[i:] if i >= 0 else text).strip().splitlines()[0][:400]
+    return ((text[i:] if i >= 0 else text).strip().splitlines() or [""])[0][:400]
 
 
 def first_line(e: BaseException) -> str:

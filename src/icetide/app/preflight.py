@@ -30,6 +30,7 @@ from icetide.errors import ConfigError, IcetideError, ServiceUnreachableError, S
 from icetide.ingest import source
 from icetide.ingest.formats import registry
 from icetide.loops import RestartBudget
+from icetide.secrets import error_line
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,7 @@ def preflight(cfg: PipelineConfig, purpose: Purpose = "write", collect: bool = F
 
 
 def _stopped(e: Exception) -> StoppedBeforeStart:
-    first = (str(e).splitlines() or [type(e).__name__])[0]
-    return StoppedBeforeStart(f"stopped by a signal while waiting at the start ({first}): nothing ran")
+    return StoppedBeforeStart(f"stopped by a signal while waiting at the start ({error_line(e)}): nothing ran")
 
 
 def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] | None = None,
@@ -130,7 +130,7 @@ def preflight_run(cfg: PipelineConfig, sleep: Callable[[float], None] | None = N
                 raise
             wait = budget.backoff()
             log.warning("%s; the pipeline has run before, so it waits for it: trying again in %.0fs "
-                        "(%d of stream.restart_attempts %d)", (str(e).splitlines() or [type(e).__name__])[0], wait,
+                        "(%d of stream.restart_attempts %d)", error_line(e), wait,
                         budget.used,
                         budget.attempts)
             (sleep or (lambda secs: _nap(secs, stopped)))(wait)

@@ -22,6 +22,7 @@ from icetide.ingest import recreated
 from icetide.lake import checkpoint
 from icetide.lake.offsets import TopicPartition, Watermark
 from icetide.lake.tables import table_exists
+from icetide.secrets import error_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -129,7 +130,7 @@ def _probe(cfg: PipelineConfig, attempts: int = 3, wait: float = 2.0) -> recreat
             return recreated.probe(cfg.source)
         except Exception as e:  # Kafka down or slow while the query (re)starts
             log.warning("could not ask Kafka about the topics (attempt %d of %d): %s", attempt, attempts,
-                        str(e).splitlines()[0][:200])
+                        error_line(e, 200))
             if attempt < attempts:
                 time.sleep(wait)
     return None

@@ -45,8 +45,7 @@ def starting_json(cfg: PipelineConfig, writer: BatchWriter, resume: dict[TopicPa
             "produce them to the topic again first")
     log.warning("Kafka deleted records before the pipeline read them (retention, while it was away); starting "
                 "from the oldest still there (source.on_data_loss: continue). Lost: %s", what)
-    gaps = writer.counters.unreported(retention.gap_keys(lost, tables))
-    if gaps:
+    for gaps in writer.counters.unreported(retention.gap_keys(lost, tables)):
         writer.counters.add_gaps(gaps)
         run_alerts.gap(cfg, None, gaps)
     return offsets

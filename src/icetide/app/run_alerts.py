@@ -8,6 +8,7 @@ import logging
 from icetide.config.models import PipelineConfig
 from icetide.health.alerts import emit
 from icetide.ingest.retention import parse_gap_key
+from icetide.secrets import error_line
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ def gap(cfg: PipelineConfig, batch: int | None, lost: dict[str, list[int]]) -> N
     try:
         emit(events, cfg.health.webhook_url)
     except Exception as e:  # an alert never stops the stream
-        log.warning("could not send the data-loss alert: %s", str(e).splitlines()[0][:200])
+        log.warning("could not send the data-loss alert: %s", error_line(e, 200))
 
 
 def recreated(cfg: PipelineConfig, found: dict[str, str]) -> None:
@@ -39,7 +40,7 @@ def recreated(cfg: PipelineConfig, found: dict[str, str]) -> None:
                          "new topic is ingested from its start (source.on_topic_recreated: restart)"}
               for t, why in sorted(found.items())], cfg.health.webhook_url)
     except Exception as e:  # an alert never stops the stream
-        log.warning("could not send the topic-recreated alert: %s", str(e).splitlines()[0][:200])
+        log.warning("could not send the topic-recreated alert: %s", error_line(e, 200))
 
 
 def config_mistake(cfg: PipelineConfig, batch: int, mistakes: dict[str, str]) -> None:
@@ -53,7 +54,7 @@ def config_mistake(cfg: PipelineConfig, batch: int, mistakes: dict[str, str]) ->
                "severity": "critical", "batch": batch, "reason": m} for t, m in sorted(mistakes.items())],
              cfg.health.webhook_url)
     except Exception as e:  # an alert never stops the stream
-        log.warning("could not send the config-mistake alert: %s", str(e).splitlines()[0][:200])
+        log.warning("could not send the config-mistake alert: %s", error_line(e, 200))
 
 
 def registry(cfg: PipelineConfig, why: str) -> None:

@@ -98,16 +98,21 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool, fmt: str = "js
     cfg = load_config(cfg_path)
     console.print(f"[green]✓[/] pipeline config: {cfg_path}")
     started = time.monotonic()
-    runner, summary = run_until_stopped(cfg, duration=seconds, until_idle=True)
-    console.print(f"[green]✓[/] ingested for {time.monotonic() - started:.0f}s: {summary.describe()}")
-    report(runner.spark, cfg.catalog.name)
-    health_table(collect_all(runner.spark, cfg, record=True, alert=False), "Table health before maintenance "
-                 "(metadata only)")
-    maintenance(runner.spark, cfg)
-    health_report(runner.spark, cfg, demo_dir)
-    broker.stop()
-    if registry is not None:
-        registry.stop()
+    try:
+        runner, summary = run_until_stopped(cfg, duration=seconds, until_idle=True)
+        console.print(f"[green]✓[/] ingested for {time.monotonic() - started:.0f}s: {summary.describe()}")
+        if summary.stopped_by in ("SIGINT", "SIGTERM"):  # Ctrl-C: maybe before any table exists
+            console.print(f"stopped by {summary.stopped_by}: no report")
+            return
+        report(runner.spark, cfg.catalog.name)
+        health_table(collect_all(runner.spark, cfg, record=True, alert=False), "Table health before maintenance "
+                     "(metadata only)")
+        maintenance(runner.spark, cfg)
+        health_report(runner.spark, cfg, demo_dir)
+    finally:  # the services run in sessions of their own: never left behind
+        broker.stop()
+        if registry is not None:
+            registry.stop()
 
 
 def maintenance(spark, cfg) -> None:  # type: ignore[no-untyped-def]

@@ -11,6 +11,7 @@ from icetide.health.collector import collect
 from icetide.health.model import TableHealth
 from icetide.lake.meta import MetaReader
 from icetide.lake.readers import as_reader
+from icetide.secrets import error_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,7 +46,7 @@ def add_kafka_lag(source: MetaReader | SparkSession, cfg: PipelineConfig, health
         ends = high_watermarks(cfg.source, tps)
         starts = low_watermarks(cfg.source, tps)
     except Exception as e:
-        log.warning("kafka lag not computed: %s", str(e).splitlines()[0][:200])
+        log.warning("kafka lag not computed: %s", error_line(e, 200))
         for h in healths:
             h.kafka_unreachable = bool(wanted.get(h.table))
         return

@@ -27,6 +27,7 @@ from icetide.config.models import PipelineConfig
 from icetide.config.target import TargetTable
 from icetide.ingest.retention import parse_gap_key
 from icetide.lake.tables import ensure_table
+from icetide.secrets import error_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -98,15 +99,27 @@ class PipelineCounters:
     #: Topics found deleted and created again, read again from their start: topic → the evidence (#41)
     recreated: dict[str, str] = field(default_factory=dict)
 
-    def unreported(self, lost: dict[str, list[int]]) -> dict[str, list[int]]:
-        """The part of each gap this run has not recorded yet (a query start retried after a failure
-        finds the same gap again: it is counted and alerted once)."""
-        out = {}
+    def unreported(self, lost: dict[str, list[int]]) -> list[dict[str, list[int]]]:
+        """What of each gap this run has not recorded yet (a query start retried after a failure finds
+        the same gap again, grown as retention goes on: each offset is counted and alerted once), as
+        gaps of one range per key: a key whose new part comes in pieces gives one per piece."""
+        pieces: dict[str, list[list[int]]] = {}
         for tp, (a, b) in lost.items():
-            a = max([a, *(e for s, e in self.gaps.get(tp, []) if s <= a)])
+            for s, e in sorted(self.gaps.get(tp, [])):
+                if e <= a or s >= b:
+                    continue
+                if s > a:
+                    pieces.setdefault(tp, []).append([a, s])
+                a = max(a, e)
             if a < b:
-                out[tp] = [a, b]
-        return out
+                pieces.setdefault(tp, []).append([a, b])
+        rounds: list[dict[str, list[int]]] = []
+        for tp, ps in pieces.items():
+            for i, piece in enumerate(ps):
+                if len(rounds) <= i:
+                    rounds.append({})
+                rounds[i][tp] = piece
+        return rounds
 
     def add_gaps(self, lost: dict[str, list[int]]) -> None:
         """Records Kafka deleted before the pipeline read them: "topic[p]" → [from, to). A table's
@@ -214,7 +227,7 @@ class BatchLog:
                 self._ready = True
             self.spark.createDataFrame(rows, BATCH_LOG_SCHEMA).writeTo(f"{self.cfg.catalog.name}.{table}").append()
         except Exception as e:  # figures are a convenience; the data is committed
-            log.warning("could not append to %s: %s", table, str(e).splitlines()[0][:300])
+            log.warning("could not append to %s: %s", table, error_line(e, 300))
 
 
 #: A batch's records of a table with a configured schema, all type mismatches, that make a config

@@ -41,6 +41,7 @@ from icetide.lake.fence import FENCE_CLASS, Fence, fenced_append, fenced_write
 from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property, set_restarted
 from icetide.lake.table_io import TableIO
 from icetide.lake.tables import table_exists
+from icetide.secrets import error_line
 from icetide.spark.session import has_class
 
 if TYPE_CHECKING:
@@ -231,7 +232,7 @@ class Ledger:
                     log.info("removed the in-flight markers of runs %s on %s: their commits can no longer land",
                              gone, p.table)
             except Exception as e:  # markers only ever hold cleanup back; never fail a committed batch
-                log.warning("could not sweep in-flight markers of %s: %s", p.table, str(e).splitlines()[0][:200])
+                log.warning("could not sweep in-flight markers of %s: %s", p.table, error_line(e, 200))
         self._mirror(p.table, new)
         if self.on_commit is not None:
             self.on_commit(p.table, new)
@@ -374,7 +375,7 @@ class Ledger:
                     continue
                 self._mirror(table, wm, force=True)
             except Exception as e:  # the snapshot summaries still hold it
-                log.warning("could not mirror the watermark of %s: %s", table, str(e).splitlines()[0][:200])
+                log.warning("could not mirror the watermark of %s: %s", table, error_line(e, 200))
 
 
 def not_below(wm: Watermark, ranges: BatchRanges) -> Column | None:

@@ -25,6 +25,7 @@ from icetide.errors import TopicRecreatedError, TransientError
 from icetide.ingest import source
 from icetide.lake import checkpoint
 from icetide.lake.offsets import BatchRanges, TopicPartition, Watermark
+from icetide.secrets import error_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,7 +72,7 @@ def probe(src: KafkaSource) -> KafkaTopics:
         ids = source.topic_ids(src, list(parts))
     except Exception as e:  # a broker without topic ids: offsets beyond the end still tell
         log.info("Kafka did not tell the topic ids (%s); recreated topics are told by their offsets only",
-                 str(e).splitlines()[0][:200])
+                 error_line(e, 200))
         ids = {}
     try:
         ends = source.end_offsets(src, [(t, p) for t, ps in parts.items() for p in ps])
@@ -300,7 +301,7 @@ class Topics:
             if {**have, **self.ids} != have:
                 checkpoint.write_topic_ids(spark, location, {**have, **self.ids})
         except Exception as e:  # it only makes the next start's check weaker
-            log.warning("could not record the topic ids with the checkpoint: %s", str(e).splitlines()[0][:200])
+            log.warning("could not record the topic ids with the checkpoint: %s", error_line(e, 200))
 
     def check_batch(self, spark: SparkSession, location: str, batch: int, start: Offsets, end: Offsets) -> None:
         """Before a batch writes: raise :class:`TopicRecreatedError` if one of its topics was

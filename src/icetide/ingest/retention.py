@@ -119,13 +119,15 @@ def describe_tables(tables: TableLost) -> str:
     return "; ".join(f"records routed to {t}, if any, of {describe_lost(lost)}" for t, lost in sorted(tables.items()))
 
 
-def data_loss_message(pipeline: str, what: str, held: TableLost | None = None) -> str:
-    """``on_data_loss: stop``'s reason; ``held``: the batch is a replay some tables hold part of (Spark's
-    read fails for that part too, so the stop mode stops for it: switch to ``continue`` to go on)."""
-    if held:
-        return (f"source.on_data_loss: Kafka deleted the start of a batch pipeline '{pipeline}' replays after a "
-                f"crash, which some of its tables hold ({what}; may lack it: {describe_tables(held)}). To go on, "
-                "set source.on_data_loss: continue (each such table's part is reported as a gap)")
+def data_loss_message(pipeline: str, what: str, held: TableLost | None = None, replay: bool = False) -> str:
+    """``on_data_loss: stop``'s reason. ``held``: the batch is a replay some tables hold part of, these
+    may lack theirs; ``replay``: a replay every table holds (Spark's read fails for such a part too,
+    so the stop mode stops for it: ``continue`` goes on)."""
+    if held or replay:
+        lacking = f"; may lack part of it: {describe_tables(held)}" if held else "; every table holds it: none lost"
+        return (f"source.on_data_loss: Kafka deleted records of a batch pipeline '{pipeline}' replays after a "
+                f"crash ({what}{lacking}). To go on, set source.on_data_loss: continue (what may be lost is "
+                "reported as a gap); to keep records no table holds, produce them to the topic again first")
     return (f"source.on_data_loss: Kafka no longer holds records pipeline '{pipeline}' had not read (its retention "
             f"deleted them): {what}. Nothing of this batch was written. To skip them and go on, set "
             "source.on_data_loss: continue (the gap is logged and counted); to keep them, produce them to the "

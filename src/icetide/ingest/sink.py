@@ -92,6 +92,7 @@ class BatchWriter:
         self._dead_letters_ready = False
         self._retention = retention.RetentionProbe(cfg.source)
         self._lost: source.Lost = {}
+        self._lost_raw: source.Lost = {}  # the batch's probe, before what the tables hold is taken out
         self._lost_tables: retention.TableLost = {}  # a partial batch's replay: what only some tables lost
         self._raced: set[int] = set()  # batches a retention race replayed once (next time: reported wide)
         #: the partitions the query had a position in before the batch (None: unknown, all count)
@@ -144,8 +145,8 @@ class BatchWriter:
             if is_fenced(e):
                 raise
             if SPARK_DATA_LOSS in str(e):  # retention deleted records while this batch read them
-                what = f"({error_line(e, 300)})"
-                raise DataLossError(retention.data_loss_message(self.cfg.name, what, self._lost_tables)) from e
+                raise DataLossError(retention.data_loss_message(  # a replay: tables may hold what is gone
+                    self.cfg.name, error_line(e, 300), self._lost_tables, replay=bool(self._lost_raw))) from e
             raise BatchFailedError(f"{BATCH_MARKER} batch {batch_id}: {error_line(e, 2000)}") from e
         except BaseException:
             self.forget_watermarks()
@@ -166,13 +167,14 @@ class BatchWriter:
 
     def _process(self, df: DataFrame, batch_id: int, started: float) -> BatchResult | None:
         cfg = self.cfg
+        self._lost_raw, self._lost, self._lost_tables = {}, {}, {}  # this batch's, never an earlier one's
         rows = decode.with_kafka_columns(df)
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
         lost, before = self._retention.lost(ranges, self._read_before), self.nexts()
         # what the tables hold of the range was never lost (a replay of a batch some tables committed)
-        self._lost, self._lost_tables = retention.split_lost(lost, before)
+        self._lost_raw, (self._lost, self._lost_tables) = lost, retention.split_lost(lost, before)
         ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
         if cfg.source.on_data_loss == "continue":  # and before each commit, what retention deleted meanwhile
             self.ledger.before_commit = retention.Recheck(self._retention, ranges, self._read_before, self._lost,
@@ -180,7 +182,8 @@ class BatchWriter:
                                                           read_over=lambda: ctx.read_over,
                                                           report=lambda c, t: self._gap(batch_id, c, t))
         if self._lost and cfg.source.on_data_loss == "stop":  # a table's part may be no loss: it never stops
-            raise DataLossError(retention.data_loss_message(self.cfg.name, retention.describe_lost(self._lost)))
+            raise DataLossError(retention.data_loss_message(
+                self.cfg.name, retention.describe_all(self._lost, self._lost_tables), self._lost_tables))
         if self._lost or self._lost_tables:
             log.warning("Kafka deleted records before the pipeline read them (retention); going on from the oldest "
                         "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id,

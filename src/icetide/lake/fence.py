@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from icetide import faults
+from icetide.secrets import error_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,7 +85,7 @@ def fenced_write(spark: SparkSession, table: str, fence: Fence, write: Callable[
         try:
             ledger_fence.drop(handle, fence.branch)
         except Exception as e:  # expires on its own (max ref age)
-            log.warning("could not remove branch %s of %s: %s", fence.branch, table, str(e).splitlines()[0][:200])
+            log.warning("could not remove branch %s of %s: %s", fence.branch, table, error_line(e, 200))
         raise
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 
 from icetide.identifiers import validate_pipeline
 from icetide.lake.table_io import TableIO
+from icetide.secrets import error_line
 
 log = logging.getLogger(__name__)
 FOLDER = "_icetide"
@@ -135,7 +136,7 @@ def protecting(io: Callable[[], TableIO], what: str) -> Iterator[None]:
         mark(table_io, MAINTENANCE, run, int(time.time() * 1000))
     except Exception as e:
         log.warning("no in-flight marker for %s (%s): orphan cleanup elsewhere may not see its new files",
-                    what, str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
+                    what, error_line(e, 200))
         table_io = None
     try:
         yield
