@@ -287,6 +287,12 @@ def test_a_stop_for_a_replay_some_tables_hold_says_so_not_that_nothing_was_writt
     assert "replays after a crash" in text and "may lack part of it: records routed to ns.b" in text
     assert "Nothing of this batch was written" not in text
     # a replay every table holds (the second review): none lost, and it says so
-    whole = data_loss_message("p", "Spark: some data may have been lost", replay=True)
-    assert "every table holds it: none lost" in whole and "had not read" not in whole
+    whole = data_loss_message("p", "orders[0] offsets 100-179", replay=True)
+    assert "found none beyond what every table holds" in whole and "had not read" not in whole
+    assert "reported as a gap" not in whole  # continue reports nothing for it: no promise of a report
     assert "Nothing of this batch was written" in data_loss_message("p", "orders[0] 100–180")
+    # a loss above every table in a partial replay: the common part once, the tables' parts once
+    from icetide.ingest.retention import stop_message
+
+    both = stop_message("p", {("orders", 0): (180, 250)}, held)
+    assert both.count("ns.b") == 1 and "lost: orders[0]" in both and "nothing of this batch was written" in both

@@ -15,6 +15,7 @@ from icetide.app.render import health_table, print_actions, print_plans
 from icetide.config import load_config
 from icetide.demo.events import create_topic, produce, sample_values
 from icetide.health.watch import collect_all
+from icetide.secrets import error_line
 from icetide.services.kafka import LocalKafka
 
 TOPIC = "demo.events"
@@ -66,39 +67,39 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool, fmt: str = "js
     broker = LocalKafka(port=port)
     if fresh:
         broker.reset()
-    with console.status(f"starting Kafka on {broker.bootstrap}…"):
-        broker.start()
-    console.print(f"[green]✓[/] Kafka (KRaft) on {broker.bootstrap}")
-    create_topic(broker.bootstrap, TOPIC, partitions=4)
     registry = None
-    if registered:
-        from icetide.demo.avro_events import avro_values
-        from icetide.demo.json_schema_events import json_schema_values
-        from icetide.demo.protobuf_events import protobuf_values
-        from icetide.services.registry import LocalRegistry
+    try:  # the services run in sessions of their own: never left behind
+        with console.status(f"starting Kafka on {broker.bootstrap}…"):
+            broker.start()
+        console.print(f"[green]✓[/] Kafka (KRaft) on {broker.bootstrap}")
+        create_topic(broker.bootstrap, TOPIC, partitions=4)
+        if registered:
+            from icetide.demo.avro_events import avro_values
+            from icetide.demo.json_schema_events import json_schema_values
+            from icetide.demo.protobuf_events import protobuf_values
+            from icetide.services.registry import LocalRegistry
 
-        registry = LocalRegistry(port=registry_port, management_port=registry_port + 1000)
-        if fresh:
-            registry.reset()
-        with console.status("starting the schema registry…"):
-            registry.start()
-        console.print(f"[green]✓[/] schema registry (Apicurio, Confluent API) on {registry.url}")
-        make = {"avro": avro_values, "protobuf": protobuf_values, "json_schema": json_schema_values}[fmt]
-        values = make(events, registry.url, TOPIC, bad_every=200)
-    else:
-        values = sample_values(events, bad_every=200)
-    produced = produce(broker.bootstrap, TOPIC, values)
-    name = {"json_schema": "JSON Schema"}.get(fmt, fmt.upper())
-    console.print(f"[green]✓[/] produced {produced.good} events as {name} (+ {produced.bad} bad records, "
-                  f"a new 'device' field from halfway) to '{TOPIC}'")
+            registry = LocalRegistry(port=registry_port, management_port=registry_port + 1000)
+            if fresh:
+                registry.reset()
+            with console.status("starting the schema registry…"):
+                registry.start()
+            console.print(f"[green]✓[/] schema registry (Apicurio, Confluent API) on {registry.url}")
+            make = {"avro": avro_values, "protobuf": protobuf_values, "json_schema": json_schema_values}[fmt]
+            values = make(events, registry.url, TOPIC, bad_every=200)
+        else:
+            values = sample_values(events, bad_every=200)
+        produced = produce(broker.bootstrap, TOPIC, values)
+        name = {"json_schema": "JSON Schema"}.get(fmt, fmt.upper())
+        console.print(f"[green]✓[/] produced {produced.good} events as {name} (+ {produced.bad} bad records, "
+                      f"a new 'device' field from halfway) to '{TOPIC}'")
 
-    cfg_path = demo_dir / "pipeline.yaml"
-    cfg_path.write_text(yaml.safe_dump(demo_config(port, registry_url=registry.url if registry else None, fmt=fmt),
-                                       sort_keys=False))
-    cfg = load_config(cfg_path)
-    console.print(f"[green]✓[/] pipeline config: {cfg_path}")
-    started = time.monotonic()
-    try:
+        cfg_path = demo_dir / "pipeline.yaml"
+        cfg_path.write_text(yaml.safe_dump(demo_config(port, registry_url=registry.url if registry else None, fmt=fmt),
+                                           sort_keys=False))
+        cfg = load_config(cfg_path)
+        console.print(f"[green]✓[/] pipeline config: {cfg_path}")
+        started = time.monotonic()
         runner, summary = run_until_stopped(cfg, duration=seconds, until_idle=True)
         console.print(f"[green]✓[/] ingested for {time.monotonic() - started:.0f}s: {summary.describe()}")
         if summary.stopped_by in ("SIGINT", "SIGTERM"):  # Ctrl-C: maybe before any table exists
@@ -109,10 +110,13 @@ def run_demo(seconds: float, events: int, port: int, fresh: bool, fmt: str = "js
                      "(metadata only)")
         maintenance(runner.spark, cfg)
         health_report(runner.spark, cfg, demo_dir)
-    finally:  # the services run in sessions of their own: never left behind
-        broker.stop()
-        if registry is not None:
-            registry.stop()
+    finally:
+        for service in (broker, registry):
+            if service is not None:
+                try:
+                    service.stop()
+                except Exception as e:  # the other one is stopped all the same
+                    console.print(f"could not stop {type(service).__name__}: {error_line(e)}", markup=False)
 
 
 def maintenance(spark, cfg) -> None:  # type: ignore[no-untyped-def]

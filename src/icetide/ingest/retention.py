@@ -123,15 +123,26 @@ def data_loss_message(pipeline: str, what: str, held: TableLost | None = None, r
     """``on_data_loss: stop``'s reason. ``held``: the batch is a replay some tables hold part of, these
     may lack theirs; ``replay``: a replay every table holds (Spark's read fails for such a part too,
     so the stop mode stops for it: ``continue`` goes on)."""
-    if held or replay:
-        lacking = f"; may lack part of it: {describe_tables(held)}" if held else "; every table holds it: none lost"
+    if held:
         return (f"source.on_data_loss: Kafka deleted records of a batch pipeline '{pipeline}' replays after a "
-                f"crash ({what}{lacking}). To go on, set source.on_data_loss: continue (what may be lost is "
-                "reported as a gap); to keep records no table holds, produce them to the topic again first")
+                f"crash ({what}; may lack part of it: {describe_tables(held)}). To go on, set "
+                "source.on_data_loss: continue (what may be lost is reported as a gap); to keep records no table "
+                "holds, produce them to the topic again first")
+    if replay:
+        return (f"source.on_data_loss: Kafka deleted records of a batch pipeline '{pipeline}' replays after a "
+                f"crash ({what}), and its probe found none beyond what every table holds. To go on, set "
+                "source.on_data_loss: continue")
     return (f"source.on_data_loss: Kafka no longer holds records pipeline '{pipeline}' had not read (its retention "
             f"deleted them): {what}. Nothing of this batch was written. To skip them and go on, set "
             "source.on_data_loss: continue (the gap is logged and counted); to keep them, produce them to the "
             "topic again first")
+
+
+def stop_message(pipeline: str, common: Lost, tables: TableLost) -> str:
+    """The stop mode's reason for a batch's probe that found records no table holds."""
+    if tables:  # a partial replay too
+        return data_loss_message(pipeline, f"lost: {describe_lost(common)}; nothing of this batch was written", tables)
+    return data_loss_message(pipeline, describe_lost(common))
 
 
 def describe_all(common: Lost, tables: TableLost) -> str:

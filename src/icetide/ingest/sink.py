@@ -145,8 +145,9 @@ class BatchWriter:
             if is_fenced(e):
                 raise
             if SPARK_DATA_LOSS in str(e):  # retention deleted records while this batch read them
+                what = retention.describe_lost(self._lost_raw) if self._lost_raw else error_line(e, 300)
                 raise DataLossError(retention.data_loss_message(  # a replay: tables may hold what is gone
-                    self.cfg.name, error_line(e, 300), self._lost_tables, replay=bool(self._lost_raw))) from e
+                    self.cfg.name, what, self._lost_tables, replay=bool(self._lost_raw))) from e
             raise BatchFailedError(f"{BATCH_MARKER} batch {batch_id}: {error_line(e, 2000)}") from e
         except BaseException:
             self.forget_watermarks()
@@ -182,8 +183,7 @@ class BatchWriter:
                                                           read_over=lambda: ctx.read_over,
                                                           report=lambda c, t: self._gap(batch_id, c, t))
         if self._lost and cfg.source.on_data_loss == "stop":  # a table's part may be no loss: it never stops
-            raise DataLossError(retention.data_loss_message(
-                self.cfg.name, retention.describe_all(self._lost, self._lost_tables), self._lost_tables))
+            raise DataLossError(retention.stop_message(self.cfg.name, self._lost, self._lost_tables))
         if self._lost or self._lost_tables:
             log.warning("Kafka deleted records before the pipeline read them (retention); going on from the oldest "
                         "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id,
