@@ -137,3 +137,17 @@ def test_a_stop_asked_during_the_last_check_or_sparks_start_starts_no_query() ->
         raise AssertionError("a query was started after the stop")
     runner._start = start  # type: ignore[method-assign]
     assert runner._start_or_wait(RestartBudget(3)) is None
+
+
+def test_the_first_stop_reason_wins() -> None:
+    """A run stopped by SIGINT whose watch then saw it idle was summed up as "idle" (the demo then ran
+    its report after a Ctrl-C)."""
+    import threading
+
+    from icetide.app.runner import Runner
+
+    runner = Runner.__new__(Runner)
+    runner._stop, runner._stopped_by = threading.Event(), "completed"
+    runner.request_stop("SIGINT")
+    runner.request_stop("idle")
+    assert runner._stopped_by == "SIGINT" and runner._stop.is_set()

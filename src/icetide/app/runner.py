@@ -197,7 +197,8 @@ class Runner:
         self.fenced = 0
 
     def request_stop(self, reason: str = "requested") -> None:
-        self._stopped_by = reason
+        if not self._stop.is_set():  # the first reason wins: a SIGINT is not later called "idle"
+            self._stopped_by = reason
         self._stop.set()
 
     def install_signal_handlers(self) -> None:
