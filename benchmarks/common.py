@@ -110,9 +110,11 @@ def _window(batches: list[dict[str, Any]]) -> tuple[float, float, int, int]:
 
 def jvm_cpu_seconds(spark: Any) -> float:
     """CPU seconds (user + system) the Spark driver JVM has used so far (Linux /proc)."""
-    import os
+    return process_cpu_seconds(spark._jvm.java.lang.ProcessHandle.current().pid())
 
-    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (Linux /proc)."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 

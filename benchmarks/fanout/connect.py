@@ -31,6 +31,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import process_cpu_seconds
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 POM = HERE / "connect" / "pom.xml"
@@ -120,11 +122,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _tasks_running(port: int, name: str) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/connectors/{name}/status", timeout=2) as r:
@@ -187,7 +184,7 @@ def run(cfg: dict[str, Any], work: Path, expected: int, commit_interval_s: float
             table = table.refresh()
             snap = table.current_snapshot()
             rows = int(snap.summary["total-records"]) if snap is not None and snap.summary else 0
-        cpu = _cpu_seconds(proc.pid) - cpu0
+        cpu = process_cpu_seconds(proc.pid) - cpu0
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -208,7 +205,7 @@ def _wait_running(proc: subprocess.Popen[bytes], port: int, name: str, log: str)
         if time.time() > deadline:
             raise RuntimeError(f"the Iceberg sink's tasks were not running after 300 s; see {log}")
         time.sleep(0.2)
-    return time.time(), _cpu_seconds(proc.pid)
+    return time.time(), process_cpu_seconds(proc.pid)
 
 
 def figures(snapshots: list[Any], t0: float, cpu: float, expected: int, commit_interval_s: float) -> dict[str, Any]:
