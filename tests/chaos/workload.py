@@ -172,7 +172,13 @@ class AppendWorkload:
 
 @dataclass
 class CdcWorkload:
-    """Sends a generated Debezium change stream over ``spread`` seconds from a thread."""
+    """Sends a generated Debezium change stream over ``spread`` seconds from a thread.
+
+    Every message is sent until Kafka confirms it: a delivery that failed (a broker outage past
+    the producer's patience, an idempotent producer's fatal error) is sent again, by a new producer
+    after a fatal error. A change sent twice is harmless (the stream already repeats changes); what
+    Kafka holds in the end is read back by the checks' census, so a bad change confirmed twice is
+    held to two dead letters."""
 
     bootstrap: str
     topic: str
@@ -180,6 +186,10 @@ class CdcWorkload:
     spread: float
     partitions: int = 2
     sent: int = 0
+    resent: int = 0  # messages sent again after a failed delivery
+    producers: int = 1
+    unconfirmed: int = 0  # messages still not confirmed when the thread gave up (a harness failure)
+    errors: Counter[str] = field(default_factory=Counter)
     _thread: threading.Thread | None = field(default=None, repr=False)
 
     @classmethod
@@ -200,15 +210,18 @@ class CdcWorkload:
         stream = generate(keys=max(50, changes // 8), changes=changes, seed=seed + 1, debezium=True,
                           kafka_tombstones=True, encoder=envelope)
         messages: list[tuple[int, bytes | None]] = []
-        for i, (key, value) in enumerate(stream.messages):
+        labels: list[int | str] = []
+        for i, ((key, value), label) in enumerate(zip(stream.messages, stream.labels, strict=True)):
             messages.append((key, value))
+            labels.append(label)
             if value is not None and i % bad_every == bad_every - 1:
                 kind = ("unknown_operation", "bad_magic_byte")[(i // bad_every) % 2]
                 ch = {"key": key, "op": "x", "version": 10**9 + i, "row": {"id": key, "name": "bad", "balance": 0.0}}
                 bad = envelope(ch) if kind == "unknown_operation" else b"\x07not avro " + str(i).encode()
                 messages.append((key, bad))
+                labels.append(kind)
                 stream.bad[kind] = stream.bad.get(kind, 0) + 1
-        stream.messages = messages
+        stream.messages, stream.labels = messages, labels
         return cls(bootstrap, topic, stream, spread)
 
     def start(self) -> CdcWorkload:
@@ -216,26 +229,78 @@ class CdcWorkload:
         self._thread.start()
         return self
 
-    def join(self) -> None:
+    def join(self, timeout: float = 1200) -> None:
+        """Wait until every message is confirmed (or the thread gave up, counted in ``unconfirmed``)."""
         assert self._thread is not None
-        self._thread.join(600)
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the CDC producer of {self.topic} still runs after {timeout:.0f}s"
 
     def _loop(self) -> None:
-        from confluent_kafka import Producer
+        from confluent_kafka import KafkaException, Producer
 
-        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "enable.idempotence": True,
-                      "message.timeout.ms": 240000, "log_level": 0})
+        def producer() -> Any:
+            return Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "enable.idempotence": True,
+                             "message.timeout.ms": 240000, "topic.metadata.refresh.interval.ms": 3000,
+                             "log_level": 0})
+
         msgs = self.stream.messages
+        failed: list[int] = []  # indexes of messages whose delivery failed: sent again
+        pending: set[int] = set()  # sent, not yet confirmed or failed
+        renew = threading.Event()
+
+        def report(i: int) -> Any:
+            def on_delivery(err: Any, _msg: Any) -> None:
+                pending.discard(i)
+                if err is not None:
+                    self.errors[err.name()] += 1
+                    failed.append(i)
+                    if err.fatal():  # an idempotent producer's fatal error fails every later record
+                        renew.set()
+            return on_delivery
+
+        p = producer()
+
+        def send(i: int) -> None:
+            key, value = msgs[i]
+            while True:
+                try:  # keyed like Debezium: one key, one partition
+                    p.produce(self.topic, value=value, key=_key(key, True), partition=key % self.partitions,
+                              on_delivery=report(i))
+                    pending.add(i)
+                    return
+                except BufferError:
+                    p.poll(0.1)
+                except KafkaException as e:
+                    err = e.args[0] if e.args else None
+                    self.errors[getattr(err, "name", lambda: "produce")()] += 1
+                    failed.append(i)
+                    if getattr(err, "fatal", lambda: False)():
+                        renew.set()
+                    return
+
+        def settle(wait: float) -> None:
+            """Renew the producer after a fatal error; send again what failed."""
+            nonlocal p
+            p.poll(wait)
+            if renew.is_set():
+                p.flush(60)  # a fatal producer fails what it still holds at once
+                p = producer()
+                self.producers += 1
+                renew.clear()
+            again, failed[:] = list(failed), []
+            self.resent += len(again)
+            for i in again:
+                send(i)
+
         chunk = max(1, len(msgs) // max(1, int(self.spread * 4)))
         for i in range(0, len(msgs), chunk):
-            for key, value in msgs[i:i + chunk]:
-                while True:
-                    try:  # keyed like Debezium: one key, one partition
-                        p.produce(self.topic, value=value, key=_key(key, True), partition=key % self.partitions)
-                        break
-                    except BufferError:
-                        p.poll(0.1)
-            p.poll(0)
+            for j in range(i, min(len(msgs), i + chunk)):
+                send(j)
+            settle(0)
             self.sent = min(len(msgs), i + chunk)
             time.sleep(0.25)
-        assert p.flush(300) == 0, "CDC changes not delivered"
+        deadline = time.monotonic() + 900
+        while (pending or failed) and time.monotonic() < deadline:
+            p.flush(30)
+            settle(0)
+        self.unconfirmed = len(pending) + len(failed)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from pathlib import Path
 
-from tests.chaos.checks import reported_gaps
+from tests.chaos.checks import held_expectation, reported_gaps
 from tests.chaos.schedule import APPEND_ONLY, FULL_KINDS, FULL_PIPELINES, KINDS, SERVICES, plan
+from tests.fixtures.cdc_stream import generate
 
 
 def test_the_same_seed_gives_the_same_faults_and_another_seed_others() -> None:
@@ -50,3 +52,28 @@ def test_gaps_are_read_from_the_alerts_the_runs_logged(tmp_path: Path) -> None:
                    + json.dumps({**alert, "table": "chaos.orders", "lost_from": 90, "lost_to": 100}) + "\n")
     assert reported_gaps([log, tmp_path / "absent.log"]) == {("chaos-ev-a", 1): [(100, 150, None), (90, 100, "orders")],
                                                               ("x", 0): [(0, 3, None)]}
+
+
+def test_chaos_1404_a_cdc_check_holds_icetide_to_what_kafka_holds() -> None:
+    """Seed 1404: the harness's CDC producer lost every change after a broker outage without a
+    word, and icetide was held to changes Kafka never had. The checks now read the topic back."""
+    stream = generate(keys=40, changes=400, seed=3, debezium=True, bad_every=50, kafka_tombstones=True)
+    every = Counter(v for _k, v in stream.messages if v is not None)
+    assert held_expectation(stream, every) == (stream.final, stream.bad, 0)
+    # the newest change of a key never reached Kafka: the key's older version is what must show
+    newest = max(stream.history)
+    ch = stream.history[newest]
+    value = next(v for (_k, v), label in zip(stream.messages, stream.labels, strict=True) if label == newest)
+    final, bad, absent = held_expectation(stream, every - Counter({value: every[value]}))
+    older = [c for c in stream.history.values() if c["key"] == ch["key"] and c["version"] < newest]
+    prior = max(older, key=lambda c: c["version"]) if older else None
+    assert absent == 1
+    assert final.get(ch["key"]) == (None if prior is None or prior["op"] == "d"
+                                    else (prior["row"]["name"], prior["row"]["balance"]))
+    assert {k: v for k, v in final.items() if k != ch["key"]} == {k: v for k, v in stream.final.items()
+                                                                 if k != ch["key"]}
+    # a bad change Kafka holds twice (sent again after a failed delivery that had landed): two dead letters
+    bad_value = next(v for (_k, v), label in zip(stream.messages, stream.labels, strict=True)
+                     if label == "unknown_operation")
+    assert held_expectation(stream, every + Counter({bad_value: 1}))[1] == {
+        **stream.bad, "unknown_operation": stream.bad["unknown_operation"] + 1}
