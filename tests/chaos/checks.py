@@ -30,8 +30,8 @@ from icetide.config import load_config
 from tests.fixtures.cdc_stream import final_of
 
 if TYPE_CHECKING:
-    from tests.fixtures.cdc_stream import ChangeStream
     from tests.chaos.run import Chaos
+    from tests.fixtures.cdc_stream import ChangeStream
 
 #: put in the pipelines' config (a webhook URL's password): no output may show it
 SECRET = "chaos-webhook-secret-do-not-print"

@@ -60,3 +60,48 @@ def test_chaos_4327_retention_racing_the_read_of_a_batch_is_replayed_and_reporte
     c = runner.writer.counters
     assert (c.lost_records, c.gaps) == (210, {f"{topic}[0]": [[0, 150]], f"{topic}[1]": [[0, 60]]})
     assert c.batches >= 1
+
+
+def test_chaos_1404_records_spark_fetched_before_kafka_deleted_them_land_and_no_gap_is_reported(  # type: ignore[no-untyped-def]
+        kafka, spark, lake, tmp_path: Path, monkeypatch) -> None:
+    """Chaos seed 1404: Spark's Kafka reader keeps the records it fetched past a batch's end for the
+    next batch (its fetched-data cache). Kafka deleted them; the next batch's probe reported them
+    lost and its read returned them: 93 records landed inside a reported gap. A gap is now what
+    Kafka deleted and the read did not return. Here: batch 0 reads 20 of each partition's 200
+    records, its reader fetches all 200; Kafka then deletes all 400 before batch 1's probe; every
+    record lands from the reader's cache and no gap is reported. One in-process run: about 25 s of CI."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from icetide.ingest import retention
+
+    topic, table = unique("fetched"), f"it.{unique('fetched')}"
+    create_topic(kafka.bootstrap, topic, 2)
+    send(kafka.bootstrap, topic, _events(400), 2)  # round robin: 200 a partition
+    cfg = pipeline_dict(kafka, lake, tmp_path, topic, table)
+    cfg["source"]["max_offsets_per_trigger"] = 40
+    cfg["stream"]["trigger_interval"] = "0 seconds"
+    path = tmp_path / "fetched.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+
+    original, asked, deleted = retention.RetentionProbe.lost, [], []
+
+    def deleting(self: retention.RetentionProbe, ranges: Any, read: Any = None) -> Any:
+        if not deleted and any(start >= 20 for start, _ in ranges.ranges.values()):  # batch 1's probe
+            admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+            for fut in admin.delete_records([TopicPartition(topic, p, 200) for p in (0, 1)]).values():
+                fut.result(30)
+            deleted.append(True)
+        answer = original(self, ranges, read)
+        asked.append(answer)
+        return answer
+
+    monkeypatch.setattr(retention.RetentionProbe, "lost", deleting)
+    runner = run_in_process(spark, path)
+
+    assert deleted and any(asked), "the probe found records Kafka deleted"
+    offsets = sorted((r[0], r[1]) for r in spark.sql(
+        f"SELECT _kafka_partition, _kafka_offset FROM icetide.{table}").collect())
+    assert offsets == [(p, o) for p in (0, 1) for o in range(200)], "every record lands once"
+    c = runner.writer.counters
+    assert (c.lost_records, c.gaps) == (0, {}), "no gap over records that landed"

@@ -143,9 +143,9 @@ def test_item9_lost_ranges_are_the_part_of_a_batch_kafka_no_longer_holds() -> No
 def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent() -> None:
     """Chaos seed 4327: the probe ran before retention cut the whole of batch 0's range on one topic;
     Spark's reader then skipped it (on_data_loss: continue) and nothing was reported. Right before each
-    commit the probe is asked again: before any commit of the batch began, a race replays the batch
-    once (its probe then reports exactly what is gone) and no later commit of it lands; after one
-    began, the batch had read it all (nothing lost); on the batch's second race, it is reported."""
+    commit the probe is asked again: a race replays the batch once (its probe then reports exactly
+    what is gone) and no later commit of it lands; once a clean recheck found the read over, the
+    batch had read it all (nothing lost); on the batch's second race, it is reported."""
     import pytest
 
     from icetide.errors import is_commit_conflict
@@ -199,32 +199,65 @@ def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent
     assert lost == {} and not later.raced
     # the review: the one pass committed a table, then the usual path reads the batch from Kafka
     # again (records left to it): a deletion seen after that commit may have been skipped by the
-    # second read: reported (wide), never silent
+    # second read. Chaos seed 1404: reported wide, it covered records the one pass had landed; now
+    # the batch is replayed (what landed stays) and the replay's read tells what is gone
     lost, over, alerted = {}, [False], []
     again = Recheck(Probe({("a", 0): 0, ("a", 1): 0, ("b", 0): 0}), ranges, None, lost, held, True,
                     read_over=lambda: over[0], report=lambda c, t: alerted.append(dict(c)))
     again()  # the one pass's commit: its read is not the batch's last
     over[0] = True  # admission filled the cache: the usual path's read
     again.probe = raced
-    again()
-    assert lost == {("a", 0): (0, 748), ("a", 1): (0, 760)} and not again.raced
-    # chaos seed 1301: the alert goes out when the gap is found, before the commit it guards (a
-    # kill after the batch's commits lost the report: the replay found the tables holding the batch)
-    assert alerted == [lost]
+    with pytest.raises(RetentionRace, match="while it read them"):
+        again()
+    assert lost == {} and alerted == [] and again.raced
+    # the batch raced once already: its replay reports (wide) instead of replaying again, and the
+    # alert goes out when the gap is found, before the commit it guards (chaos seed 1301: a kill
+    # after the batch's commits lost the report: the replay found the tables holding the batch)
+    lost, alerted = {}, []
+    Recheck(raced, ranges, None, lost, held, False, report=lambda c, t: alerted.append(dict(c)))()
+    assert lost == {("a", 0): (0, 748), ("a", 1): (0, 760)} and alerted == [lost]
     # the second review: a recheck that could not ask Kafka (a broker restarting) is not a clean
-    # one; the deletion it missed was reported by no one
+    # one. Chaos seed 1404: the one pass's commits landed blind, the usual path's recheck found the
+    # deletion and reported it wide; now a blind recheck replays the batch (once)
     lost = {}
     blind = Probe(None)  # type: ignore[arg-type]
     unsure = Recheck(blind, ranges, None, lost, held, True, read_over=lambda: True)
-    unsure()
+    with pytest.raises(RetentionRace, match="could not be asked"):
+        unsure()
     assert not unsure.clean_after_read
-    unsure.probe = raced
-    unsure()
-    assert lost == {("a", 0): (0, 748), ("a", 1): (0, 760)}  # reported (wide: after a commit began)
-    # the batch raced once already: its replay reports instead of replaying again
-    lost = {}
-    Recheck(raced, ranges, None, lost, held, False)()
+    # on the batch's replay a blind recheck lets the commit land, and a deletion found later is
+    # reported (wide), never silent
+    replayed = Recheck(blind, ranges, None, lost, held, False, read_over=lambda: True)
+    replayed()
+    replayed.probe = raced
+    replayed()
     assert lost == {("a", 0): (0, 748), ("a", 1): (0, 760)}
+    # a blind recheck after a clean one while the read was over: what Kafka deletes later was read
+    late = Recheck(Probe({("a", 0): 0, ("a", 1): 0, ("b", 0): 0}), ranges, None, {}, held, True,
+                   read_over=lambda: True)
+    late()
+    late.probe = blind
+    late()
+    assert not late.raced
+    # what the batch's probe found deleted is not new to its rechecks, though its read returned all
+    # of it (``known``: the probe; ``lost``: what is reported, after the read)
+    Recheck(raced, ranges, None, {}, held, True, known={("a", 0): (0, 748), ("a", 1): (0, 760)})()
+
+
+def test_chaos_1404_a_gap_is_what_kafka_deleted_and_the_read_did_not_return() -> None:
+    """Chaos seed 1404: Spark's Kafka reader keeps the records it fetched past a batch's end for the
+    next batch; Kafka then deleted them, the next batch's probe reported them lost, and its read
+    returned them: 93 records landed inside the gap. What the read returned is taken out."""
+    from icetide.ingest.retention import minus_read
+
+    lost = {("a", 0): (100, 150), ("a", 1): (10, 20), ("a", 2): (0, 30), ("a", 3): (5, 9), ("a", 4): (0, 40)}
+    spans = {("a", 0): (100, 115, 16),  # a run from the start (the reader's cache): the rest is lost
+             ("a", 1): (10, 19, 10),  # all of it read: nothing lost
+             ("a", 2): (10, 29, 20),  # a run to the end: the start is lost
+             ("a", 4): (5, 30, 20)}  # not one run, or neither end: whole (wide, never short)
+    assert minus_read(lost, spans) == {("a", 0): (116, 150), ("a", 2): (0, 10), ("a", 3): (5, 9), ("a", 4): (0, 40)}
+    assert minus_read(lost, {}) == lost
+    assert minus_read(lost, {("a", 4): (1, 38, 38)}) == {**lost, ("a", 4): (0, 40)}
 
 
 def test_chaos_1202_a_partial_batch_s_gap_is_each_missing_table_s_own() -> None:

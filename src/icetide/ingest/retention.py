@@ -5,6 +5,10 @@ what a batch lost is always a prefix of its planned range. A gap is *common* whe
 any record of it (every record of the range is lost), or *a table's* when other tables hold their
 records of the range and this table does not (a batch a crash left partial): then the records
 routed to that table, if any, are lost, and the report names it (``"topic[p] for ns.table"``).
+
+A gap is what Kafka deleted *and the batch's read did not return*: Spark's Kafka reader keeps the
+records it fetched past a batch's end for the next batch (its fetched-data cache), so a batch can
+read records Kafka deleted after they were fetched; they land and are no loss (:func:`minus_read`).
 """
 
 from __future__ import annotations
@@ -12,12 +16,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from functools import reduce
+from typing import TYPE_CHECKING, Any
 
 from icetide.config.source import KafkaSource
 from icetide.errors import TransientError
 from icetide.ingest.source import Lost, client_conf
 from icetide.lake.offsets import BatchRanges, TopicPartition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +50,64 @@ def lost_ranges(ranges: BatchRanges, low: dict[TopicPartition, int], read: set[T
         if lo is not None and end > start and lo > start:
             out[tp] = (start, min(lo, end))
     return out
+
+
+#: per partition, (lowest, highest, how many) of the offsets a read returned in a range
+Spans = dict[TopicPartition, tuple[int, int, int]]
+
+
+def read_spans(rows: DataFrame, lost: Lost) -> Spans:
+    """Per partition of ``lost``, what the batch's read returned of its range (one aggregate over
+    ``rows``, the cached batch: Kafka is not read again)."""
+    from pyspark.sql import functions as F
+
+    if not lost:
+        return {}
+    off = F.col("_kafka_offset")
+    cond = reduce(lambda x, y: x | y, [(F.col("_kafka_topic") == F.lit(t)) & (F.col("_kafka_partition") == F.lit(p))
+                                       & (off >= F.lit(a)) & (off < F.lit(b)) for (t, p), (a, b) in lost.items()])
+    got = (rows.where(cond).groupBy("_kafka_topic", "_kafka_partition")
+           .agg(F.min(off), F.max(off), F.count(F.lit(1))).collect())
+    return {(str(r[0]), int(r[1])): (int(r[2]), int(r[3]), int(r[4])) for r in got}
+
+
+def minus_read(lost: Lost, spans: Spans) -> Lost:
+    """``lost`` without what the read returned of it (``spans``). Of a range retention deleted, a read
+    returns a run from its start (records Spark's reader fetched before the deletion), then skips to
+    the oldest retained: what is left is the range's end. A read that is not one run from either
+    end of the range leaves it whole: a gap may be reported wide, never short."""
+    out = {}
+    for tp, (a, b) in sorted(lost.items()):
+        lo, hi, n = spans.get(tp, (a, a - 1, 0))
+        if n == 0 or n != hi - lo + 1:
+            out[tp] = (a, b)
+        elif lo == a:
+            if hi + 1 < b:
+                out[tp] = (hi + 1, b)
+        elif hi == b - 1:
+            out[tp] = (a, lo)
+        else:
+            out[tp] = (a, b)
+    return out
+
+
+def after_read(batch_id: int, rows: DataFrame, lost: Lost, before: Nexts, common: Lost, tables: TableLost
+               ) -> bool:
+    """A batch's probe found ``lost`` (``before``: the tables' watermarks then); its read is over
+    (``rows``: the cached batch). Fills ``common`` and ``tables`` (in place: the batch's
+    :class:`Recheck` adds to them) with what is lost: what the read did not return (chaos seed
+    1404: Spark's reader served records it fetched before the deletion, and a gap was reported
+    over them). Whether anything is (logged; the caller alerts)."""
+    found = split_lost(minus_read(lost, read_spans(rows, lost)), before)
+    common.clear()
+    tables.clear()
+    common.update(found[0])
+    tables.update(found[1])
+    if common or tables:
+        log.warning("Kafka deleted records before the pipeline read them (retention); going on from the oldest "
+                    "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id,
+                    describe_all(common, tables))
+    return bool(common or tables)
 
 
 def above(lost: Lost, held: dict[TopicPartition, int]) -> Lost:
@@ -151,29 +217,38 @@ def describe_all(common: Lost, tables: TableLost) -> str:
 
 class Recheck:
     """Right before each commit of one batch (:attr:`icetide.ingest.ledger.Ledger.before_commit`):
-    what Kafka deleted of the batch's range since its probe, beyond what was reported.
+    what Kafka deleted of the batch's range since its probe (``known``: what the probe found).
 
     Spark's reader skips what is gone (``on_data_loss: continue``), so a deletion racing a read
     would otherwise go unreported. Once a recheck found nothing new while the batch's read was over
     (``read_over``: no write left reads Kafka again), a later deletion took records already read:
-    they land, nothing is reported. Before that, a deletion may have been skipped by a read: while no
-    commit of the batch has begun, once per batch, it raises :class:`RetentionRace` (replay: the
-    replay's probe reports exactly what is gone) and every later commit of the batch raises too, so
-    none lands; after a commit began (the one pass committed, and the usual path reads the batch
-    again) or on the batch's second race, it is reported, wide. ``nexts``: the tables' watermarks
-    before the batch (what they held then was never lost). Commits of one batch run in parallel
-    threads: one lock orders them."""
+    they land, nothing is reported. Before that, a deletion may have been skipped by a read, and
+    only a replay can tell which records its read returned: once per batch (``may_replay``), it
+    raises :class:`RetentionRace` and every later commit of the batch raises too (the replay's
+    probe, and what its read returns, report exactly what is gone; what a commit of the batch had
+    landed stays, the replay skips it). So does a recheck that could not ask Kafka (its commit
+    would land a read no one checked). On a batch's second race, the new deletion is reported
+    wide (it may include records the read returned). ``nexts``: the tables' watermarks before the
+    batch (what they held then was never lost). Commits of one batch run in parallel threads: one
+    lock orders them."""
 
     def __init__(self, probe: RetentionProbe, ranges: BatchRanges, read: set[TopicPartition] | None, lost: Lost,
                  nexts: Nexts, may_replay: bool, tables: TableLost | None = None,
                  read_over: Callable[[], bool] = lambda: False,
-                 report: Callable[[Lost, TableLost], None] = lambda common, tables: None) -> None:
+                 report: Callable[[Lost, TableLost], None] = lambda common, tables: None,
+                 known: Lost | None = None) -> None:
         self.probe, self.ranges, self.read, self.lost, self.nexts = probe, ranges, read, lost, nexts
         self.report = report  # the alert, at once (before the commit this recheck guards)
         self.tables: TableLost = tables if tables is not None else {}
+        #: what Kafka had deleted of the range when the batch was probed (before any read)
+        self.known: Lost = dict(known if known is not None else lost)
         self.may_replay, self.read_over, self.started, self.raced = may_replay, read_over, 0, False
         self.clean_after_read = False
         self._lock = threading.Lock()
+
+    def _replay(self, why: str) -> None:
+        self.raced = True
+        raise RetentionRace(f"{why}: replaying the batch, which reports what is gone")
 
     def __call__(self) -> None:
         with self._lock:
@@ -182,23 +257,23 @@ class Recheck:
             over = self.read_over()  # asked first: a deletion seen now happened after the read if this is set
             asked = self.probe.ask(self.ranges, self.read)
             if asked is None:  # Kafka could not be asked: no clean recheck (the review: it latched clean)
+                if self.may_replay and not self.clean_after_read:  # chaos seed 1404: blind, then wide
+                    self._replay("Kafka could not be asked what it deleted of this batch while it read it")
                 self.started += 1
                 return
-            common, tables = split_lost(asked, self.nexts)
-            common = beyond(common, self.lost)
-            tables = {t: new for t, lost in tables.items() if (new := beyond(lost, self.tables.get(t, {})))}
+            new = beyond(asked, self.known)
+            common, tables = split_lost(new, self.nexts)
             what = describe_all(common, tables)
             if not what:
                 self.clean_after_read = self.clean_after_read or over
             elif self.clean_after_read:
                 log.info("Kafka deleted records of the batch after it read them (%s): they land, nothing is lost",
                          what)
-            elif self.started == 0 and self.may_replay:
-                self.raced = True
-                raise RetentionRace(f"Kafka deleted records of this batch while it read them ({what}): "
-                                    "replaying the batch, which reports what is gone")
+            elif self.may_replay:
+                self._replay(f"Kafka deleted records of this batch while it read them ({what})")
             else:
                 log.warning("Kafka deleted records of the batch while it read them; reported as lost: %s", what)
+                add_lost(self.known, new)
                 add_lost(self.lost, common)
                 for t, lost in tables.items():
                     add_lost(self.tables.setdefault(t, {}), lost)

@@ -181,19 +181,16 @@ class BatchWriter:
             self.ledger.before_commit = retention.Recheck(self._retention, ranges, self._read_before, self._lost,
                                                           before, batch_id not in self._raced, self._lost_tables,
                                                           read_over=lambda: ctx.read_over,
-                                                          report=lambda c, t: self._gap(batch_id, c, t))
+                                                          report=lambda c, t: self._gap(batch_id, c, t), known=lost)
         if self._lost and cfg.source.on_data_loss == "stop":  # a table's part may be no loss: it never stops
             raise DataLossError(retention.stop_message(self.cfg.name, self._lost, self._lost_tables))
-        if self._lost or self._lost_tables:
-            log.warning("Kafka deleted records before the pipeline read them (retention); going on from the oldest "
-                        "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id,
-                        retention.describe_all(self._lost, self._lost_tables))
-            self._gap(batch_id, self._lost, self._lost_tables)
+        # the gap is told once the cached batch is read (``retention.after_read``): no one pass (no cache)
+        ctx.probed = (lost, before) if self._lost or self._lost_tables else None
         tasks = source.batch_tasks(cfg.source, ranges, self.spark.sparkContext.defaultParallelism)
         if tasks is not None:  # fewer, larger files: the Kafka read and every write run in ``tasks`` tasks
             rows = rows.coalesce(tasks)
         formats, raw = self.preparer.formats, None
-        done = self._declared_one_pass(rows, ctx)  # Avro: before the batch's ids are listed
+        done = None if ctx.probed else self._declared_one_pass(rows, ctx)  # Avro: before the ids are listed
         if done is not None and not done.rest:
             return self._one_pass_result(batch_id, done, started, ctx)
         tried = done is not None
@@ -214,7 +211,7 @@ class BatchWriter:
         rows = self.preparer.routed(rows)  # JSON: checks and shape, one read
         if waited:  # seconds this batch waited for the schema registry (an outage, see formats/registry.py)
             ctx.lap.timings["registry_wait"] = round(waited, 3)
-        if not tried and cfg.stream.one_pass_write and self._multi_table_write():
+        if not tried and not ctx.probed and cfg.stream.one_pass_write and self._multi_table_write():
             done = self.one_pass.write(rows, ctx, plain)
         if done is not None and not done.rest:
             return self._one_pass_result(batch_id, done, started, ctx)
@@ -276,6 +273,8 @@ class BatchWriter:
 
         admission, route_errors, overflow = self.preparer.admit(rows)
         ctx.read_over = True  # admission scanned the whole cached batch: no later write reads Kafka
+        if ctx.probed and retention.after_read(ctx.batch_id, batch, *ctx.probed, self._lost, self._lost_tables):
+            self._gap(ctx.batch_id, self._lost, self._lost_tables)  # before any commit (chaos seed 1301)
         if done is not None:  # a single target table the one pass committed has nothing left
             admission.accepted = [x for x in admission.accepted if x not in done.committed]
         lap("admit")

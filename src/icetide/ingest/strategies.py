@@ -40,6 +40,9 @@ from icetide.lake.tables import table_exists
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from icetide.ingest.retention import Nexts
+    from icetide.ingest.source import Lost
+
 log = logging.getLogger(__name__)
 
 #: With routing, each table's share of a batch is written by one task per this many records.
@@ -55,6 +58,9 @@ class BatchContext:
     #: the batch's Kafka read is over: no write left reads Kafka again (the one pass with nothing
     #: left, or the cache once admission filled it); retention's recheck relies on it
     read_over: bool = False
+    #: the batch's probe found records Kafka deleted: (what it found, the tables' watermarks before
+    #: the batch), told once the cached batch is read (``retention.after_read``); None: nothing found
+    probed: tuple[Lost, Nexts] | None = None
 
 
 @dataclass

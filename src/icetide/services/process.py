@@ -11,9 +11,13 @@ from pathlib import Path
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    """Whether something listens on ``port``. A connection to a port in the ephemeral range that
+    nothing listens on can connect to itself (TCP self-connect: the kernel picked the same port as
+    its source); that is no listener (chaos seed 1404: a registry's restart took its own probe for
+    another process, and its readiness check read its own request back)."""
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            return bool(s.getsockname() != s.getpeername())
     except OSError:
         return False
 

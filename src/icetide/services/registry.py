@@ -12,6 +12,7 @@ Confluent's own default.
 from __future__ import annotations
 
 import fcntl
+import http.client
 import json
 import shutil
 import tarfile
@@ -79,10 +80,12 @@ class LocalRegistry:
         return read_pid(self.pid_file) is not None
 
     def ready(self) -> bool:
+        if not port_open(HOST, self.port):  # no listener, or a connection to itself (see port_open)
+            return False
         try:
             with urllib.request.urlopen(f"{self.url}/subjects", timeout=2) as r:
                 return bool(r.status == 200)
-        except OSError:
+        except (OSError, http.client.HTTPException):  # not an HTTP answer (yet)
             return False
 
     def start(self, timeout: float = 90.0) -> LocalRegistry:

@@ -1,0 +1,44 @@
+"""The services' readiness probes (no JVM): a TCP connection to itself is no listener."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+from typing import Any
+
+import pytest
+
+from icetide.services import process, registry
+
+
+def _self_connected() -> socket.socket:
+    """A socket connected to itself (TCP simultaneous open), as the kernel makes when a connection
+    to a port nothing listens on happens to pick that same port as its source."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.connect(s.getsockname())
+    return s
+
+
+def test_chaos_1404_a_connection_to_itself_is_not_a_listener(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = _self_connected()
+    assert s.getsockname() == s.getpeername()
+    monkeypatch.setattr(process.socket, "create_connection", lambda *a, **k: s)
+    assert process.port_open("127.0.0.1", s.getsockname()[1]) is False
+    with socket.socket() as listener:  # a real listener still counts
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        monkeypatch.undo()
+        assert process.port_open("127.0.0.1", listener.getsockname()[1]) is True
+
+
+def test_chaos_1404_a_registry_that_answers_with_no_http_is_not_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harness died when a restarting registry's probe read its own request back (``BadStatusLine``)."""
+    reg = registry.LocalRegistry(port=1, management_port=2)
+
+    def echo(*_a: Any, **_k: Any) -> Any:
+        raise http.client.BadStatusLine("GET /apis/ccompat/v7/subjects HTTP/1.1")
+
+    monkeypatch.setattr(registry, "port_open", lambda *_a: True)
+    monkeypatch.setattr(registry.urllib.request, "urlopen", echo)
+    assert reg.ready() is False
