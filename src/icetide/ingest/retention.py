@@ -236,12 +236,15 @@ class Recheck:
                  nexts: Nexts, may_replay: bool, tables: TableLost | None = None,
                  read_over: Callable[[], bool] = lambda: False,
                  report: Callable[[Lost, TableLost], None] = lambda common, tables: None,
-                 known: Lost | None = None) -> None:
+                 known: Lost | None = None, answered: bool = True) -> None:
         self.probe, self.ranges, self.read, self.lost, self.nexts = probe, ranges, read, lost, nexts
         self.report = report  # the alert, at once (before the commit this recheck guards)
         self.tables: TableLost = tables if tables is not None else {}
-        #: what Kafka had deleted of the range when the batch was probed (before any read)
+        #: what Kafka had deleted of the range when the batch was probed (before any read); a
+        #: recheck that cannot ask Kafka replays the batch only if its probe could (a probe that never
+        #: answers, a client misconfigured for the admin API, would replay every batch for nothing)
         self.known: Lost = dict(known if known is not None else lost)
+        self.answered = answered
         self.may_replay, self.read_over, self.started, self.raced = may_replay, read_over, 0, False
         self.clean_after_read = False
         self._lock = threading.Lock()
@@ -257,7 +260,7 @@ class Recheck:
             over = self.read_over()  # asked first: a deletion seen now happened after the read if this is set
             asked = self.probe.ask(self.ranges, self.read)
             if asked is None:  # Kafka could not be asked: no clean recheck (the review: it latched clean)
-                if self.may_replay and not self.clean_after_read:  # chaos seed 1404: blind, then wide
+                if self.may_replay and self.answered and not self.clean_after_read:  # seed 1404: blind, then wide
                     self._replay("Kafka could not be asked what it deleted of this batch while it read it")
                 self.started += 1
                 return

@@ -173,15 +173,16 @@ class BatchWriter:
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
             return None
-        lost, before = self._retention.lost(ranges, self._read_before), self.nexts()
+        asked, before = self._retention.ask(ranges, self._read_before), self.nexts()  # None: Kafka not asked
+        lost = asked or {}
         # what the tables hold of the range was never lost (a replay of a batch some tables committed)
         self._lost_raw, (self._lost, self._lost_tables) = lost, retention.split_lost(lost, before)
         ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
         if cfg.source.on_data_loss == "continue":  # and before each commit, what retention deleted meanwhile
-            self.ledger.before_commit = retention.Recheck(self._retention, ranges, self._read_before, self._lost,
-                                                          before, batch_id not in self._raced, self._lost_tables,
-                                                          read_over=lambda: ctx.read_over,
-                                                          report=lambda c, t: self._gap(batch_id, c, t), known=lost)
+            self.ledger.before_commit = retention.Recheck(
+                self._retention, ranges, self._read_before, self._lost, before, batch_id not in self._raced,
+                self._lost_tables, read_over=lambda: ctx.read_over, report=lambda c, t: self._gap(batch_id, c, t),
+                known=lost, answered=asked is not None)
         if self._lost and cfg.source.on_data_loss == "stop":  # a table's part may be no loss: it never stops
             raise DataLossError(retention.stop_message(self.cfg.name, self._lost, self._lost_tables))
         # the gap is told once the cached batch is read (``retention.after_read``): no one pass (no cache)
