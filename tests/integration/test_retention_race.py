@@ -37,7 +37,7 @@ def test_chaos_4327_retention_racing_the_read_of_a_batch_is_replayed_and_reporte
     path = tmp_path / "race.yaml"
     path.write_text(yaml.safe_dump(pipeline_dict(kafka, lake, tmp_path, topic, table)))
 
-    original, cut = retention.RetentionProbe.lost, {0: 150, 1: 60}
+    original, cut = retention.RetentionProbe.ask, {0: 150, 1: 60}
     asked: list[Any] = []
 
     def racing(self: retention.RetentionProbe, ranges: Any, read: Any = None) -> Any:
@@ -49,7 +49,7 @@ def test_chaos_4327_retention_racing_the_read_of_a_batch_is_replayed_and_reporte
         asked.append(answer)
         return answer
 
-    monkeypatch.setattr(retention.RetentionProbe, "lost", racing)
+    monkeypatch.setattr(retention.RetentionProbe, "ask", racing)
     runner = run_in_process(spark, path)
 
     assert asked[0] == {}, "the first probe ran before the deletion"
@@ -84,7 +84,7 @@ def test_chaos_1404_records_spark_fetched_before_kafka_deleted_them_land_and_no_
     path = tmp_path / "fetched.yaml"
     path.write_text(yaml.safe_dump(cfg))
 
-    original, asked, deleted = retention.RetentionProbe.lost, [], []
+    original, asked, deleted = retention.RetentionProbe.ask, [], []
 
     def deleting(self: retention.RetentionProbe, ranges: Any, read: Any = None) -> Any:
         if not deleted and any(start >= 20 for start, _ in ranges.ranges.values()):  # batch 1's probe
@@ -96,7 +96,7 @@ def test_chaos_1404_records_spark_fetched_before_kafka_deleted_them_land_and_no_
         asked.append(answer)
         return answer
 
-    monkeypatch.setattr(retention.RetentionProbe, "lost", deleting)
+    monkeypatch.setattr(retention.RetentionProbe, "ask", deleting)
     runner = run_in_process(spark, path)
 
     assert deleted and any(asked), "the probe found records Kafka deleted"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
+import pytest
+
 from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, pack, resume_offsets, unpack
 
 
@@ -140,7 +144,8 @@ def test_item9_lost_ranges_are_the_part_of_a_batch_kafka_no_longer_holds() -> No
     assert lost_ranges(ranges, low, read={("t", 0), ("u", 0)}) == {("t", 0): (100, 150)}
 
 
-def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent() -> None:
+def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Chaos seed 4327: the probe ran before retention cut the whole of batch 0's range on one topic;
     Spark's reader then skipped it (on_data_loss: continue) and nothing was reported. Right before each
     commit the probe is asked again: a race replays the batch once (its probe then reports exactly
@@ -149,7 +154,13 @@ def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent
     import pytest
 
     from icetide.errors import is_commit_conflict
-    from icetide.ingest.retention import Recheck, RetentionRace, add_lost, beyond, lost_ranges
+    from icetide.ingest import recheck as rc
+    from icetide.ingest.recheck import Recheck
+    from icetide.ingest.retention import RetentionRace, add_lost, beyond, lost_ranges
+
+    # what the usual path's cached read returned (Spark is not here): per partition (low, high, count)
+    spans: dict[tuple[str, int], tuple[int, int, int]] = {}
+    monkeypatch.setattr(rc, "read_spans", lambda cached, lost: {tp: v for tp, v in spans.items() if tp in lost})
 
     ranges = BatchRanges({("a", 0): (0, 748), ("a", 1): (0, 760), ("b", 0): (0, 535)})
 
@@ -197,54 +208,78 @@ def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent
     later.probe = raced
     later()
     assert lost == {} and not later.raced
-    # the review: the one pass committed a table, then the usual path reads the batch from Kafka
-    # again (records left to it): a deletion seen after that commit may have been skipped by the
-    # second read. Chaos seed 1404: reported wide, it covered records the one pass had landed; now
-    # the batch is replayed (what landed stays) and the replay's read tells what is gone
-    lost, over, alerted = {}, [False], []
-    again = Recheck(Probe({("a", 0): 0, ("a", 1): 0, ("b", 0): 0}), ranges, None, lost, held, True,
-                    read_over=lambda: over[0], report=lambda c, t: alerted.append(dict(c)))
-    again()  # the one pass's commit: its read is not the batch's last
-    over[0] = True  # admission filled the cache: the usual path's read
+    nothing = {("a", 0): 0, ("a", 1): 0, ("b", 0): 0}
+    whole = {("a", 0): (0, 748), ("a", 1): (0, 760)}
+    # the review: the one pass committed a table (a clean recheck, after its read), then a deletion;
+    # the usual path reads the batch from Kafka again (records left to it). Chaos seed 1404: reported
+    # wide at once, it covered records the one pass had landed; now the one pass's commits land and
+    # the usual path's read, once over, tells what it did not return (before its commits)
+    lost, alerted = {}, []
+    again = Recheck(Probe(nothing), ranges, None, lost, held, True, report=lambda c, t: alerted.append(dict(c)),
+                    wait_s=0)
+    again()  # the one pass's first commit: clean
     again.probe = raced
-    with pytest.raises(RetentionRace, match="while it read them"):
-        again()
-    assert lost == {} and alerted == [] and again.raced
+    again()  # its second: the deletion came after its read
+    assert lost == {} and alerted == [] and not again.raced and again.deferred == whole
+    spans.update({("a", 0): (0, 299, 300)})  # Spark's reader served a[0] 0-299 from its fetched-data cache
+    again.read_done(cast(Any, "the cache"))
+    assert lost == {("a", 0): (300, 748), ("a", 1): (0, 760)} and alerted == [lost]
+    again()  # the usual path's commit: nothing new
+    assert len(alerted) == 1 and lost == {("a", 0): (300, 748), ("a", 1): (0, 760)}
+    # a deletion found once the cached read is over (no commit yet): what the cache holds lands, the
+    # rest is reported, no replay (a replay would throw a complete read away: the review)
+    lost = {}
+    cached = Recheck(Probe(nothing), ranges, None, lost, held, True, wait_s=0)
+    cached.read_done(cast(Any, "the cache"))
+    cached.probe = raced
+    cached()
+    assert lost == {("a", 0): (300, 748), ("a", 1): (0, 760)} and not cached.raced
+    # the batch's own probe found the deletion: told when the read is over, without what it returned
+    # (chaos seed 1404: 93 records landed inside a gap the probe reported before the read)
+    lost, alerted = dict(whole), []
+    probed = Recheck(raced, ranges, None, lost, held, True, known=dict(whole), wait_s=0,
+                     report=lambda c, t: alerted.append(dict(c)))
+    spans[("a", 1)] = (0, 759, 760)
+    probed.read_done(cast(Any, "the cache"))
+    assert lost == {("a", 0): (300, 748)} and alerted == [lost]  # chaos seed 1301: before the commits
+    probed()  # the probe's deletion is not new to its rechecks, though the read returned part of it
+    assert lost == {("a", 0): (300, 748)} and not probed.raced
+    spans.clear()
     # the batch raced once already: its replay reports (wide) instead of replaying again, and the
-    # alert goes out when the gap is found, before the commit it guards (chaos seed 1301: a kill
-    # after the batch's commits lost the report: the replay found the tables holding the batch)
+    # alert goes out when the gap is found, before the commit it guards
     lost, alerted = {}, []
     Recheck(raced, ranges, None, lost, held, False, report=lambda c, t: alerted.append(dict(c)))()
-    assert lost == {("a", 0): (0, 748), ("a", 1): (0, 760)} and alerted == [lost]
-    # the second review: a recheck that could not ask Kafka (a broker restarting) is not a clean
-    # one. Chaos seed 1404: the one pass's commits landed blind, the usual path's recheck found the
-    # deletion and reported it wide; now a blind recheck replays the batch (once)
+    assert lost == whole and alerted == [lost]
+    # the second review: a recheck that could not ask Kafka (a broker restarting, asked again for
+    # ``wait_s``) is not a clean one. Chaos seed 1404: the one pass's commits landed blind, then the
+    # deletion was reported wide; now a blind recheck before any commit replays the batch (once)
     lost = {}
     blind = Probe(None)  # type: ignore[arg-type]
-    unsure = Recheck(blind, ranges, None, lost, held, True, read_over=lambda: True)
+    unsure = Recheck(blind, ranges, None, lost, held, True, read_over=lambda: True, wait_s=0)
     with pytest.raises(RetentionRace, match="could not be asked"):
         unsure()
     assert not unsure.clean_after_read
-    # a batch whose own probe could not ask Kafka either: a replay would be as blind (a client
-    # misconfigured for the admin API would replay every batch for nothing)
-    Recheck(blind, ranges, None, {}, held, True, read_over=lambda: True, answered=False)()
+    # not when the batch's own probe could not ask either (a client misconfigured for the admin API
+    # would replay every batch for nothing), nor when the cached read holds the whole planned range
+    Recheck(blind, ranges, None, {}, held, True, read_over=lambda: True, answered=False, wait_s=0)()
+    spans.update({("a", 0): (0, 747, 748), ("a", 1): (0, 759, 760), ("b", 0): (0, 534, 535)})
+    complete = Recheck(blind, ranges, None, {}, held, True, read_over=lambda: True, wait_s=0)
+    complete.read_done(cast(Any, "the cache"))
+    complete()
+    spans.clear()
     # on the batch's replay a blind recheck lets the commit land, and a deletion found later is
     # reported (wide), never silent
-    replayed = Recheck(blind, ranges, None, lost, held, False, read_over=lambda: True)
+    replayed = Recheck(blind, ranges, None, lost, held, False, read_over=lambda: True, wait_s=0)
     replayed()
     replayed.probe = raced
     replayed()
-    assert lost == {("a", 0): (0, 748), ("a", 1): (0, 760)}
+    assert lost == whole
     # a blind recheck after a clean one while the read was over: what Kafka deletes later was read
-    late = Recheck(Probe({("a", 0): 0, ("a", 1): 0, ("b", 0): 0}), ranges, None, {}, held, True,
-                   read_over=lambda: True)
+    late = Recheck(Probe(nothing), ranges, None, {}, held, True, read_over=lambda: True, wait_s=0)
     late()
     late.probe = blind
     late()
     assert not late.raced
-    # what the batch's probe found deleted is not new to its rechecks, though its read returned all
-    # of it (``known``: the probe; ``lost``: what is reported, after the read)
-    Recheck(raced, ranges, None, {}, held, True, known={("a", 0): (0, 748), ("a", 1): (0, 760)})()
 
 
 def test_chaos_1404_a_gap_is_what_kafka_deleted_and_the_read_did_not_return() -> None:
@@ -256,11 +291,16 @@ def test_chaos_1404_a_gap_is_what_kafka_deleted_and_the_read_did_not_return() ->
     lost = {("a", 0): (100, 150), ("a", 1): (10, 20), ("a", 2): (0, 30), ("a", 3): (5, 9), ("a", 4): (0, 40)}
     spans = {("a", 0): (100, 115, 16),  # a run from the start (the reader's cache): the rest is lost
              ("a", 1): (10, 19, 10),  # all of it read: nothing lost
-             ("a", 2): (10, 29, 20),  # a run to the end: the start is lost
-             ("a", 4): (5, 30, 20)}  # not one run, or neither end: whole (wide, never short)
-    assert minus_read(lost, spans) == {("a", 0): (116, 150), ("a", 2): (0, 10), ("a", 3): (5, 9), ("a", 4): (0, 40)}
+             ("a", 2): (10, 29, 20),  # from the first record there (0-9: transaction markers)
+             ("a", 4): (5, 30, 20)}  # holes (compacted records, markers) up to the last one read
+    # one reader per partition reads up from the range's start, and after a skip over what is gone
+    # goes on past the range: what it returned covers everything up to the highest offset returned
+    assert minus_read(lost, spans) == {("a", 0): (116, 150), ("a", 3): (5, 9), ("a", 4): (31, 40)}
     assert minus_read(lost, {}) == lost
-    assert minus_read(lost, {("a", 4): (1, 38, 38)}) == {**lost, ("a", 4): (0, 40)}
+    # several readers per partition (source.min_partitions): only one run from either end counts;
+    # anything else leaves the range whole (wide, never short)
+    assert minus_read(lost, spans, forward=False) == {("a", 0): (116, 150), ("a", 2): (0, 10), ("a", 3): (5, 9),
+                                                      ("a", 4): (0, 40)}
 
 
 def test_chaos_1202_a_partial_batch_s_gap_is_each_missing_table_s_own() -> None:

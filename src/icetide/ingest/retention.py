@@ -14,8 +14,6 @@ read records Kafka deleted after they were fetched; they land and are no loss (:
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -71,43 +69,27 @@ def read_spans(rows: DataFrame, lost: Lost) -> Spans:
     return {(str(r[0]), int(r[1])): (int(r[2]), int(r[3]), int(r[4])) for r in got}
 
 
-def minus_read(lost: Lost, spans: Spans) -> Lost:
-    """``lost`` without what the read returned of it (``spans``). Of a range retention deleted, a read
-    returns a run from its start (records Spark's reader fetched before the deletion), then skips to
-    the oldest retained: what is left is the range's end. A read that is not one run from either
-    end of the range leaves it whole: a gap may be reported wide, never short."""
+def minus_read(lost: Lost, spans: Spans, forward: bool = True) -> Lost:
+    """``lost`` without what the read returned of it (``spans``). ``forward``: one reader per
+    partition (``source.min_partitions`` unset), reading up from the range's start: after a skip over
+    what is gone it goes on from the oldest retained offset, past the lost range, so what it
+    returned of the range is everything up to the highest offset returned (holes in between are
+    transaction markers or compacted records, not losses), and what is lost is above that. With
+    several readers per partition a read that is not one run from either end of the range leaves
+    it whole: a gap may be reported wide, never short."""
     out = {}
     for tp, (a, b) in sorted(lost.items()):
         lo, hi, n = spans.get(tp, (a, a - 1, 0))
-        if n == 0 or n != hi - lo + 1:
+        if n == 0:
             out[tp] = (a, b)
-        elif lo == a:
+        elif forward or (lo == a and n == hi - lo + 1):
             if hi + 1 < b:
                 out[tp] = (hi + 1, b)
-        elif hi == b - 1:
+        elif hi == b - 1 and n == hi - lo + 1:
             out[tp] = (a, lo)
         else:
             out[tp] = (a, b)
     return out
-
-
-def after_read(batch_id: int, rows: DataFrame, lost: Lost, before: Nexts, common: Lost, tables: TableLost
-               ) -> bool:
-    """A batch's probe found ``lost`` (``before``: the tables' watermarks then); its read is over
-    (``rows``: the cached batch). Fills ``common`` and ``tables`` (in place: the batch's
-    :class:`Recheck` adds to them) with what is lost: what the read did not return (chaos seed
-    1404: Spark's reader served records it fetched before the deletion, and a gap was reported
-    over them). Whether anything is (logged; the caller alerts)."""
-    found = split_lost(minus_read(lost, read_spans(rows, lost)), before)
-    common.clear()
-    tables.clear()
-    common.update(found[0])
-    tables.update(found[1])
-    if common or tables:
-        log.warning("Kafka deleted records before the pipeline read them (retention); going on from the oldest "
-                    "still there (source.on_data_loss: continue). Lost in batch %s: %s", batch_id,
-                    describe_all(common, tables))
-    return bool(common or tables)
 
 
 def above(lost: Lost, held: dict[TopicPartition, int]) -> Lost:
@@ -131,8 +113,9 @@ def describe_lost(lost: Lost) -> str:
 
 
 class RetentionRace(TransientError):
-    """Kafka deleted records of a batch's range while the batch read them (after its probe), before
-    any of its commits began: the batch is replayed, and its probe then reports exactly what is gone."""
+    """Kafka deleted records of a batch's range while the batch read them (after its probe), or
+    could not be asked, before any of its commits began: the batch is replayed, and its probe and
+    read then report exactly what is gone (:class:`icetide.ingest.recheck.Recheck`)."""
 
     replays_batch = True  # not a commit conflict: retrying the commit would not help
 
@@ -213,75 +196,6 @@ def stop_message(pipeline: str, common: Lost, tables: TableLost) -> str:
 
 def describe_all(common: Lost, tables: TableLost) -> str:
     return "; ".join(x for x in (describe_lost(common), describe_tables(tables)) if x)
-
-
-class Recheck:
-    """Right before each commit of one batch (:attr:`icetide.ingest.ledger.Ledger.before_commit`):
-    what Kafka deleted of the batch's range since its probe (``known``: what the probe found).
-
-    Spark's reader skips what is gone (``on_data_loss: continue``), so a deletion racing a read
-    would otherwise go unreported. Once a recheck found nothing new while the batch's read was over
-    (``read_over``: no write left reads Kafka again), a later deletion took records already read:
-    they land, nothing is reported. Before that, a deletion may have been skipped by a read, and
-    only a replay can tell which records its read returned: once per batch (``may_replay``), it
-    raises :class:`RetentionRace` and every later commit of the batch raises too (the replay's
-    probe, and what its read returns, report exactly what is gone; what a commit of the batch had
-    landed stays, the replay skips it). So does a recheck that could not ask Kafka (its commit
-    would land a read no one checked). On a batch's second race, the new deletion is reported
-    wide (it may include records the read returned). ``nexts``: the tables' watermarks before the
-    batch (what they held then was never lost). Commits of one batch run in parallel threads: one
-    lock orders them."""
-
-    def __init__(self, probe: RetentionProbe, ranges: BatchRanges, read: set[TopicPartition] | None, lost: Lost,
-                 nexts: Nexts, may_replay: bool, tables: TableLost | None = None,
-                 read_over: Callable[[], bool] = lambda: False,
-                 report: Callable[[Lost, TableLost], None] = lambda common, tables: None,
-                 known: Lost | None = None, answered: bool = True) -> None:
-        self.probe, self.ranges, self.read, self.lost, self.nexts = probe, ranges, read, lost, nexts
-        self.report = report  # the alert, at once (before the commit this recheck guards)
-        self.tables: TableLost = tables if tables is not None else {}
-        #: what Kafka had deleted of the range when the batch was probed (before any read); a
-        #: recheck that cannot ask Kafka replays the batch only if its probe could (a probe that never
-        #: answers, a client misconfigured for the admin API, would replay every batch for nothing)
-        self.known: Lost = dict(known if known is not None else lost)
-        self.answered = answered
-        self.may_replay, self.read_over, self.started, self.raced = may_replay, read_over, 0, False
-        self.clean_after_read = False
-        self._lock = threading.Lock()
-
-    def _replay(self, why: str) -> None:
-        self.raced = True
-        raise RetentionRace(f"{why}: replaying the batch, which reports what is gone")
-
-    def __call__(self) -> None:
-        with self._lock:
-            if self.raced:
-                raise RetentionRace("a commit of this batch found records Kafka deleted while it read them")
-            over = self.read_over()  # asked first: a deletion seen now happened after the read if this is set
-            asked = self.probe.ask(self.ranges, self.read)
-            if asked is None:  # Kafka could not be asked: no clean recheck (the review: it latched clean)
-                if self.may_replay and self.answered and not self.clean_after_read:  # seed 1404: blind, then wide
-                    self._replay("Kafka could not be asked what it deleted of this batch while it read it")
-                self.started += 1
-                return
-            new = beyond(asked, self.known)
-            common, tables = split_lost(new, self.nexts)
-            what = describe_all(common, tables)
-            if not what:
-                self.clean_after_read = self.clean_after_read or over
-            elif self.clean_after_read:
-                log.info("Kafka deleted records of the batch after it read them (%s): they land, nothing is lost",
-                         what)
-            elif self.may_replay:
-                self._replay(f"Kafka deleted records of this batch while it read them ({what})")
-            else:
-                log.warning("Kafka deleted records of the batch while it read them; reported as lost: %s", what)
-                add_lost(self.known, new)
-                add_lost(self.lost, common)
-                for t, lost in tables.items():
-                    add_lost(self.tables.setdefault(t, {}), lost)
-                self.report(common, tables)
-            self.started += 1
 
 
 class RetentionProbe:

@@ -44,6 +44,7 @@ from icetide.ingest.ledger import Ledger
 from icetide.ingest.one_pass import OnePass
 from icetide.ingest.one_pass_frames import shape_of_id
 from icetide.ingest.prepare import CONFIG_ROOTED, Preparer
+from icetide.ingest.recheck import Recheck
 from icetide.ingest.strategies import BatchContext, BatchState, MultiTable, PerTable
 from icetide.lake import checkpoint
 from icetide.lake.offsets import BatchRanges, Watermark
@@ -155,6 +156,7 @@ class BatchWriter:
         finally:
             self._raced |= {batch_id} if getattr(self.ledger.before_commit, "raced", False) else set()
             self.in_flight_since_ms, self.ledger.before_commit = None, None
+        self._raced.discard(batch_id)  # done: a new checkpoint numbers its batches from 0 again
         if result is not None:
             result.lost = retention.gap_keys(self._lost, self._lost_tables)
             self.counters.add(result)  # the alerts went out when each gap was found (``_gap``)
@@ -178,15 +180,15 @@ class BatchWriter:
         # what the tables hold of the range was never lost (a replay of a batch some tables committed)
         self._lost_raw, (self._lost, self._lost_tables) = lost, retention.split_lost(lost, before)
         ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
+        recheck = Recheck(self._retention, ranges, self._read_before, self._lost, before, batch_id not in self._raced,
+                          self._lost_tables, read_over=lambda: ctx.read_over, known=lost, answered=asked is not None,
+                          report=lambda c, t: self._gap(batch_id, c, t), forward=not cfg.source.min_partitions)
         if cfg.source.on_data_loss == "continue":  # and before each commit, what retention deleted meanwhile
-            self.ledger.before_commit = retention.Recheck(
-                self._retention, ranges, self._read_before, self._lost, before, batch_id not in self._raced,
-                self._lost_tables, read_over=lambda: ctx.read_over, report=lambda c, t: self._gap(batch_id, c, t),
-                known=lost, answered=asked is not None)
+            self.ledger.before_commit = recheck
         if self._lost and cfg.source.on_data_loss == "stop":  # a table's part may be no loss: it never stops
             raise DataLossError(retention.stop_message(self.cfg.name, self._lost, self._lost_tables))
-        # the gap is told once the cached batch is read (``retention.after_read``): no one pass (no cache)
-        ctx.probed = (lost, before) if self._lost or self._lost_tables else None
+        # the gap is told once the cached batch is read (Recheck.read_done): no one pass, which has no cache
+        ctx.read_done, ctx.probed = recheck.read_done, bool(self._lost or self._lost_tables)
         tasks = source.batch_tasks(cfg.source, ranges, self.spark.sparkContext.defaultParallelism)
         if tasks is not None:  # fewer, larger files: the Kafka read and every write run in ``tasks`` tasks
             rows = rows.coalesce(tasks)
@@ -274,8 +276,7 @@ class BatchWriter:
 
         admission, route_errors, overflow = self.preparer.admit(rows)
         ctx.read_over = True  # admission scanned the whole cached batch: no later write reads Kafka
-        if ctx.probed and retention.after_read(ctx.batch_id, batch, *ctx.probed, self._lost, self._lost_tables):
-            self._gap(ctx.batch_id, self._lost, self._lost_tables)  # before any commit (chaos seed 1301)
+        ctx.read_done(batch)  # what retention took from the read, told before any commit (chaos seed 1301)
         if done is not None:  # a single target table the one pass committed has nothing left
             admission.accepted = [x for x in admission.accepted if x not in done.committed]
         lap("admit")

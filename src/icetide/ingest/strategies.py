@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,9 +41,6 @@ from icetide.lake.tables import table_exists
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from icetide.ingest.retention import Nexts
-    from icetide.ingest.source import Lost
-
 log = logging.getLogger(__name__)
 
 #: With routing, each table's share of a batch is written by one task per this many records.
@@ -58,9 +56,11 @@ class BatchContext:
     #: the batch's Kafka read is over: no write left reads Kafka again (the one pass with nothing
     #: left, or the cache once admission filled it); retention's recheck relies on it
     read_over: bool = False
-    #: the batch's probe found records Kafka deleted: (what it found, the tables' watermarks before
-    #: the batch), told once the cached batch is read (``retention.after_read``); None: nothing found
-    probed: tuple[Lost, Nexts] | None = None
+    #: the batch's probe found records Kafka deleted (told once the cached batch is read: no one pass)
+    probed: bool = False
+    #: called with the cached batch once admission read it, before any commit of the usual path
+    #: (:meth:`icetide.ingest.recheck.Recheck.read_done`)
+    read_done: Callable[[DataFrame], None] = lambda cached: None
 
 
 @dataclass
