@@ -164,7 +164,9 @@ class Chaos:
             if code != 0:
                 p.exits.append(code)
         report = checks.run_all(self)
-        report.update(seed=self.seed, minutes=self.seconds / 60, stack="full" if self.full else "local",
+        code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+        report.update(seed=self.seed, minutes=self.seconds / 60, stack="full" if self.full else "local", code=code,
                       orphan_age=self.orphan_age,
                       faults=self.done,
                       machine=f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}")
