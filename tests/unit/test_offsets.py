@@ -210,41 +210,52 @@ def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent
     assert lost == {} and not later.raced
     nothing = {("a", 0): 0, ("a", 1): 0, ("b", 0): 0}
     whole = {("a", 0): (0, 748), ("a", 1): (0, 760)}
+    cache = cast(Any, "the usual path's cached batch")
     # the review: the one pass committed a table (a clean recheck, after its read), then a deletion;
     # the usual path reads the batch from Kafka again (records left to it). Chaos seed 1404: reported
     # wide at once, it covered records the one pass had landed; now the one pass's commits land and
-    # the usual path's read, once over, tells what it did not return (before its commits)
-    lost, alerted = {}, []
-    again = Recheck(Probe(nothing), ranges, None, lost, held, True, report=lambda c, t: alerted.append(dict(c)),
-                    wait_s=0)
+    # the usual path's read, once over, tells what it did not return, as the gap of every table but
+    # those the one pass committed (they hold their records of it)
+    two = {"ns.t1": {("a", 0): 0, ("a", 1): 0}, "ns.t2": {("a", 0): 0, ("a", 1): 0}}
+    lost, tables, alerted = {}, {}, []
+    again = Recheck(Probe(nothing), ranges, None, lost, two, True, tables, wait_s=0, dead_letters="ns.dlq",
+                    report=lambda c, t: alerted.append((dict(c), dict(t))))
     again()  # the one pass's first commit: clean
     again.probe = raced
     again()  # its second: the deletion came after its read
     assert lost == {} and alerted == [] and not again.raced and again.deferred == whole
     spans.update({("a", 0): (0, 299, 300)})  # Spark's reader served a[0] 0-299 from its fetched-data cache
-    again.read_done(cast(Any, "the cache"))
-    assert lost == {("a", 0): (300, 748), ("a", 1): (0, 760)} and alerted == [lost]
+    again.read_done(cache, ["ns.t1"])
+    rest = {("a", 0): (300, 748), ("a", 1): (0, 760)}
+    assert lost == {} and tables == {"ns.t2": rest, "ns.dlq": rest} and alerted == [({}, tables)]
     again()  # the usual path's commit: nothing new
-    assert len(alerted) == 1 and lost == {("a", 0): (300, 748), ("a", 1): (0, 760)}
-    # a deletion found once the cached read is over (no commit yet): what the cache holds lands, the
-    # rest is reported, no replay (a replay would throw a complete read away: the review)
+    assert len(alerted) == 1
+    # a deletion found when the cached read is over (no commit yet): what the cache holds lands, the
+    # rest is reported, no replay (a replay would throw a complete read away: the review); later
+    # deletions took records the cache holds
     lost = {}
-    cached = Recheck(Probe(nothing), ranges, None, lost, held, True, wait_s=0)
-    cached.read_done(cast(Any, "the cache"))
-    cached.probe = raced
+    cached = Recheck(raced, ranges, None, lost, held, True, wait_s=0)
+    cached.read_done(cache)
+    assert lost == rest and not cached.raced and cached.clean_after_read
     cached()
-    assert lost == {("a", 0): (300, 748), ("a", 1): (0, 760)} and not cached.raced
     # the batch's own probe found the deletion: told when the read is over, without what it returned
     # (chaos seed 1404: 93 records landed inside a gap the probe reported before the read)
     lost, alerted = dict(whole), []
     probed = Recheck(raced, ranges, None, lost, held, True, known=dict(whole), wait_s=0,
                      report=lambda c, t: alerted.append(dict(c)))
     spans[("a", 1)] = (0, 759, 760)
-    probed.read_done(cast(Any, "the cache"))
+    probed.read_done(cache)
     assert lost == {("a", 0): (300, 748)} and alerted == [lost]  # chaos seed 1301: before the commits
     probed()  # the probe's deletion is not new to its rechecks, though the read returned part of it
     assert lost == {("a", 0): (300, 748)} and not probed.raced
     spans.clear()
+    # a batch that committed nothing (retention took its whole range before its one read) is asked
+    # at its end (the second review: no recheck ran, nothing was reported)
+    lost = {}
+    empty = Recheck(Probe(nothing), ranges, None, lost, held, True, wait_s=0)
+    empty.probe = raced
+    empty.finish()
+    assert lost == whole
     # the batch raced once already: its replay reports (wide) instead of replaying again, and the
     # alert goes out when the gap is found, before the commit it guards
     lost, alerted = {}, []
@@ -264,8 +275,9 @@ def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent
     Recheck(blind, ranges, None, {}, held, True, read_over=lambda: True, answered=False, wait_s=0)()
     spans.update({("a", 0): (0, 747, 748), ("a", 1): (0, 759, 760), ("b", 0): (0, 534, 535)})
     complete = Recheck(blind, ranges, None, {}, held, True, read_over=lambda: True, wait_s=0)
-    complete.read_done(cast(Any, "the cache"))
+    complete.read_done(cache)
     complete()
+    assert not complete.raced
     spans.clear()
     # on the batch's replay a blind recheck lets the commit land, and a deletion found later is
     # reported (wide), never silent
@@ -288,19 +300,19 @@ def test_chaos_1404_a_gap_is_what_kafka_deleted_and_the_read_did_not_return() ->
     returned them: 93 records landed inside the gap. What the read returned is taken out."""
     from icetide.ingest.retention import minus_read
 
-    lost = {("a", 0): (100, 150), ("a", 1): (10, 20), ("a", 2): (0, 30), ("a", 3): (5, 9), ("a", 4): (0, 40)}
-    spans = {("a", 0): (100, 115, 16),  # a run from the start (the reader's cache): the rest is lost
+    lost = {("a", 0): (100, 150), ("a", 1): (10, 20), ("a", 2): (0, 30), ("a", 3): (5, 9), ("a", 4): (0, 40),
+            ("a", 5): (0, 50)}
+    spans = {("a", 0): (100, 115, 16),  # a run from the start (the reader's cache), then a skip: the rest is lost
              ("a", 1): (10, 19, 10),  # all of it read: nothing lost
-             ("a", 2): (10, 29, 20),  # from the first record there (0-9: transaction markers)
-             ("a", 4): (5, 30, 20)}  # holes (compacted records, markers) up to the last one read
-    # one reader per partition reads up from the range's start, and after a skip over what is gone
-    # goes on past the range: what it returned covers everything up to the highest offset returned
-    assert minus_read(lost, spans) == {("a", 0): (116, 150), ("a", 3): (5, 9), ("a", 4): (31, 40)}
+             ("a", 2): (10, 29, 20),  # a skip to the oldest retained first: the start is lost
+             ("a", 4): (5, 30, 20),  # neither end: a second deletion during the read; whole (wide, never short)
+             ("a", 5): (0, 40, 30)}  # holes inside (transaction markers, compacted records), then a skip
+    # one reader per partition reads up through the range: what it returned covers [lowest, highest]
+    assert minus_read(lost, spans) == {("a", 0): (116, 150), ("a", 2): (0, 10), ("a", 3): (5, 9), ("a", 4): (0, 40),
+                                       ("a", 5): (41, 50)}
     assert minus_read(lost, {}) == lost
-    # several readers per partition (source.min_partitions): only one run from either end counts;
-    # anything else leaves the range whole (wide, never short)
-    assert minus_read(lost, spans, forward=False) == {("a", 0): (116, 150), ("a", 2): (0, 10), ("a", 3): (5, 9),
-                                                      ("a", 4): (0, 40)}
+    # several readers per partition (source.min_partitions): only a run without holes counts
+    assert minus_read(lost, spans, forward=False) == {**minus_read(lost, spans), ("a", 5): (0, 50)}
 
 
 def test_chaos_1202_a_partial_batch_s_gap_is_each_missing_table_s_own() -> None:

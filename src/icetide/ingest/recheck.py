@@ -1,30 +1,32 @@
-"""Right before each commit of a batch: what Kafka's retention deleted of its range since its probe.
+"""Right before each commit of a batch, and once its last read is over: what Kafka's retention
+deleted of its range since the batch's probe.
 
 Spark's reader skips what is gone (``on_data_loss: continue``), so a deletion racing a batch's read
 would otherwise go unreported. The batch's probe (:class:`icetide.ingest.retention.RetentionProbe`)
-asked before the read; :class:`Recheck` asks again before each commit and decides by what the batch
-has read and committed so far. A batch reads Kafka once or twice: the one pass (its read is over
-before its first commit), then, for what it left, the usual path (its cached read is over once
-admission filled it: :meth:`Recheck.read_done`). A newly found deletion:
+asked before the read; :class:`Recheck` asks again and decides by what the batch has read and
+committed. A batch reads Kafka once or twice: the one pass (its read is over before its first
+commit), then, for what it left, the usual path, whose cached read is over once admission filled
+it (:meth:`Recheck.read_done`, before the usual path's commits).
 
-- once a recheck found nothing new while the batch's last read was over (``read_over``): it took
-  records already read; they land, nothing is reported (chaos seed 1202);
-- the cached read is over: what the cache does not hold of it is reported (:func:`minus_read`),
-  no replay (a replay would throw a complete read away); exact, unless a one-pass commit of the
-  batch landed before (its tables' records of the range landed inside the gap: wide);
-- no cache yet, after a clean recheck (so after the one pass's read): its records landed; left to
-  the usual path's read, which tells what it lost (when it is read, not at a commit: its records
-  may all be gone);
-- no clean recheck yet, no commit began: the batch is replayed once
-  (:class:`~icetide.ingest.retention.RetentionRace`), every later commit of it raises too, and
-  the replay's probe and read tell exactly what is gone (chaos seed 4327);
-- otherwise (commits landed unchecked, or the batch's second race): reported wide, never silent.
+- At the cached read's end: the probe's gap and every deletion since are told without what the
+  cache holds (:func:`minus_read`: Spark's reader serves records it fetched before a deletion,
+  chaos seed 1404); later deletions took records already read. When the one pass committed
+  tables of the batch before, they hold their records: the gap is every other table's
+  (``topic[p] for ns.table``: the dead letters and the tables the pipeline has written).
+- Before a commit, no clean answer yet and nothing committed (the one pass's first commit): a
+  deletion replays the batch once (:class:`~icetide.ingest.retention.RetentionRace`; every later
+  commit of it raises too), and the replay's probe and read tell exactly what is gone (chaos seed
+  4327). After a clean answer the one pass's read was complete: a deletion then is left to the
+  usual path's read. A commit that landed unchecked (Kafka could not be asked), or a second race
+  of the batch: reported at once, wide (never silent).
+- A batch with no commit at all: asked once at its end (:meth:`finish`), what is gone is reported.
 
-A recheck that cannot ask Kafka (the broker restarting) asks again for up to ``wait_s``; still
-blind, before any commit began, it replays the batch once unless its cached read holds the whole
-planned range, and only if the batch's own probe could ask (a probe that never answers would replay
-every batch for nothing) (chaos seed 1404: the one pass's commits landed blind and the deletion was
-then reported wide). Commits of one batch run in parallel threads: one lock orders them.
+Kafka not answering (a broker restarting) is asked again for up to ``wait_s``; still blind, before
+any commit, the batch is replayed once unless its cached read holds the rest of its range, and only
+if the batch's own probe could ask (a probe that never answers would replay every batch for
+nothing) (chaos seed 1404: the one pass's commits landed blind, and the deletion was then reported
+wide, over 194 records that had landed). Commits of one batch run in parallel threads: one lock
+orders them.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from icetide.ingest.retention import (
@@ -63,43 +65,70 @@ class Recheck:
     """Called right before each commit of one batch (:attr:`icetide.ingest.ledger.Ledger.before_commit`).
     ``lost``/``tables``: what the batch reports (filled in place); ``known``: what its probe found
     deleted before any read (told once the read is over, :meth:`read_done`); ``nexts``: the tables'
-    watermarks before the batch (what they held then was never lost); ``forward``: one reader per
-    Kafka partition (see :func:`minus_read`)."""
+    watermarks before the batch (what they held then was never lost); ``dead_letters``: the
+    dead-letter table (namespace.table); ``forward``: one reader per Kafka partition (:func:`minus_read`)."""
 
     def __init__(self, probe: RetentionProbe, ranges: BatchRanges, read: set[TopicPartition] | None, lost: Lost,
                  nexts: Nexts, may_replay: bool, tables: TableLost | None = None,
                  read_over: Callable[[], bool] = lambda: False,
                  report: Callable[[Lost, TableLost], None] = lambda common, tables: None,
                  known: Lost | None = None, answered: bool = True, forward: bool = True,
-                 wait_s: float = WAIT_S) -> None:
+                 dead_letters: str = "", wait_s: float = WAIT_S) -> None:
         self.probe, self.ranges, self.read, self.lost, self.nexts = probe, ranges, read, lost, nexts
         self.report = report  # the alert, at once (before the commit this recheck guards)
         self.tables: TableLost = tables if tables is not None else {}
         self.known: Lost = dict(known if known is not None else lost)
         self.probed: Lost = dict(self.known)  # the probe's answer, told by read_done
-        self.answered, self.forward, self.wait_s = answered, forward, wait_s
+        self.answered, self.forward, self.dead_letters, self.wait_s = answered, forward, dead_letters, wait_s
         self.may_replay, self.read_over, self.started, self.raced = may_replay, read_over, 0, False
         self.clean, self.clean_after_read = False, False
         self.deferred: Lost = {}  # found after the one pass's read, left to the usual path's
         self.cached: DataFrame | None = None
+        self.committed: set[str] = set()  # tables the one pass committed before the cached read
         self._lock = threading.Lock()
 
-    def read_done(self, cached: DataFrame) -> None:
-        """The usual path's cached read is over (before any of its commits): tell what the probe
-        found and what was left to this read, without what it returned (chaos seed 1404: Spark's
-        reader served records it fetched before the deletion, and a gap was reported over them)."""
+    def read_done(self, cached: DataFrame, committed: Collection[str] = ()) -> None:
+        """The usual path's cached read is over, before any of its commits (``committed``: the
+        tables of the batch the one pass committed before it)."""
         with self._lock:
-            self.cached = cached
-            if self.probed:
+            self.cached, self.committed = cached, set(committed)
+            if self.probed:  # the probe's gap: no one pass ran (it has no cache to tell by)
                 self.lost.clear()
                 self.tables.clear()
-                self._tell(*split_lost(minus_read(self.probed, read_spans(cached, self.probed), self.forward),
-                                       self.nexts), "before the pipeline read them (retention)")
-            if self.deferred:
-                self._tell(*split_lost(minus_read(self.deferred, read_spans(cached, self.deferred), self.forward),
-                                       self.nexts), "while the batch read them")
-                add_lost(self.known, self.deferred)
+                self._tell(self._split(minus_read(self.probed, read_spans(cached, self.probed), self.forward)),
+                           "before the pipeline read them (retention)")
+            asked = self._ask()
+            gone = dict(self.deferred)
+            add_lost(gone, beyond(beyond(asked or {}, self.known), gone))
+            if gone:
+                self._tell(self._split(minus_read(gone, read_spans(cached, gone), self.forward)),
+                           "while the batch read them")
+                add_lost(self.known, gone)
                 self.deferred = {}
+            self.clean_after_read = asked is not None  # later deletions took records the cache holds
+
+    def finish(self) -> None:
+        """The batch is written. One that committed nothing (no recheck ran) is asked once: what
+        Kafka deleted of its range, beyond what was told, was not read (nothing of it landed)."""
+        with self._lock:
+            if self.started or self.cached is not None or self.raced:
+                return
+            gone = beyond(beyond(self._ask() or {}, self.known), self.deferred)
+            add_lost(gone, self.deferred)
+            self._tell(split_lost(gone, self.nexts), "while the batch read them")
+
+    def _split(self, gone: Lost) -> tuple[Lost, TableLost]:
+        """``gone`` as the gap it is: common and the tables' own parts (:func:`split_lost`), or, when
+        the one pass committed tables of the batch before the read, every other table's part."""
+        if not self.committed:
+            return split_lost(gone, self.nexts)
+        others = {t: offs for t, offs in self.nexts.items() if t not in self.committed}
+        if self.dead_letters and self.dead_letters not in self.committed:
+            others.setdefault(self.dead_letters, {})
+        tables = {t: mine for t, offs in sorted(others.items())
+                  if (mine := {tp: (max(a, offs.get(tp, a)), b) for tp, (a, b) in gone.items()
+                               if b > max(a, offs.get(tp, a))})}
+        return {}, tables
 
     def _replay(self, why: str) -> None:
         self.raced = True
@@ -114,18 +143,20 @@ class Recheck:
         return asked
 
     def _whole(self) -> bool:
-        """Whether the cached read holds every offset of the batch's planned range."""
-        planned = {tp: r for tp, r in self.ranges.ranges.items() if r[1] > r[0]
-                   and (self.read is None or tp in self.read)}
-        spans = read_spans(self.cached, planned) if self.cached is not None else {}
-        return self.cached is not None and all(spans.get(tp, (0, 0, 0))[2] == b - a for tp, (a, b) in planned.items())
+        """Whether the cached read holds the batch's range beyond what its probe found deleted."""
+        if self.cached is None:
+            return False
+        rest = {tp: (max(a, self.known[tp][1]) if tp in self.known else a, b)
+                for tp, (a, b) in self.ranges.ranges.items() if self.read is None or tp in self.read}
+        rest = {tp: r for tp, r in rest.items() if r[1] > r[0]}
+        return not minus_read(rest, read_spans(self.cached, rest), self.forward)
 
     def __call__(self) -> None:
         with self._lock:
             if self.raced:
                 raise RetentionRace("a commit of this batch found records Kafka deleted while it read them")
             over = self.read_over()  # asked first: a deletion seen now happened after the read if this is set
-            asked = self._ask()
+            asked = None if self.clean_after_read and self.cached is not None else self._ask()
             if asked is None:  # no clean recheck (the review: it latched clean)
                 if (self.may_replay and self.answered and self.started == 0 and not self.clean_after_read
                         and not self._whole()):
@@ -141,20 +172,17 @@ class Recheck:
             elif self.clean_after_read:
                 log.info("Kafka deleted records of the batch after it read them (%s): they land, nothing is lost",
                          what)
-            elif self.cached is not None:  # what the cached read returned of it lands: the rest is lost
-                add_lost(self.known, new)
-                self._tell(*split_lost(minus_read(new, read_spans(self.cached, new), self.forward), self.nexts),
-                           "while the batch read them")
-            elif self.clean:  # after the one pass's read: its records land; the usual path's read tells
+            elif self.clean and self.cached is None:  # after the one pass's read: the usual path's tells
                 add_lost(self.deferred, new)
             elif self.may_replay and self.started == 0:
                 self._replay(f"Kafka deleted records of this batch while it read them ({what})")
-            else:  # commits landed unchecked, or the batch's second race: wide, never silent
+            else:  # a commit landed unchecked, or the batch's second race: at once, wide, never silent
                 add_lost(self.known, new)
-                self._tell(common, tables, "while the batch read them")
+                self._tell((common, tables), "while the batch read them")
             self.started += 1
 
-    def _tell(self, common: Lost, tables: TableLost, when: str) -> None:
+    def _tell(self, gap: tuple[Lost, TableLost], when: str) -> None:
+        common, tables = gap
         what = describe_all(common, tables)
         if not what:
             return

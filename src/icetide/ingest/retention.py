@@ -70,24 +70,22 @@ def read_spans(rows: DataFrame, lost: Lost) -> Spans:
 
 
 def minus_read(lost: Lost, spans: Spans, forward: bool = True) -> Lost:
-    """``lost`` without what the read returned of it (``spans``). ``forward``: one reader per
-    partition (``source.min_partitions`` unset), reading up from the range's start: after a skip over
-    what is gone it goes on from the oldest retained offset, past the lost range, so what it
-    returned of the range is everything up to the highest offset returned (holes in between are
-    transaction markers or compacted records, not losses), and what is lost is above that. With
-    several readers per partition a read that is not one run from either end of the range leaves
-    it whole: a gap may be reported wide, never short."""
+    """``lost`` without what the read returned of it (``spans``), one range per partition (a gap
+    may be reported wide, never short). ``forward``: one reader per partition
+    (``source.min_partitions`` unset) reads up through the range; it returned [lowest, highest]
+    (holes in between are taken for transaction markers or compacted records), and what is lost is
+    below the lowest (a skip to the oldest retained offset) or above the highest (a skip past the
+    range), or both: then the whole range (a second deletion during the read). With several
+    readers per partition only one run without holes from either end of the range counts."""
     out = {}
     for tp, (a, b) in sorted(lost.items()):
         lo, hi, n = spans.get(tp, (a, a - 1, 0))
-        if n == 0:
-            out[tp] = (a, b)
-        elif forward or (lo == a and n == hi - lo + 1):
-            if hi + 1 < b:
-                out[tp] = (hi + 1, b)
-        elif hi == b - 1 and n == hi - lo + 1:
+        run = forward or n == hi - lo + 1
+        if n and run and lo <= a and hi + 1 < b:
+            out[tp] = (hi + 1, b)
+        elif n and run and hi + 1 >= b and lo > a:
             out[tp] = (a, lo)
-        else:
+        elif not (n and run and lo <= a and hi + 1 >= b):
             out[tp] = (a, b)
     return out
 

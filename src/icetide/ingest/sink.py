@@ -6,17 +6,15 @@ the table already holds, so it can never land twice, including after a crash bet
 commits. Per batch:
 
 1. route every record (:mod:`icetide.ingest.routing`); admit the distinct tables;
-2. infer the records' schema per table in one pass and create or evolve tables
-   (:mod:`icetide.ingest.evolution`);
+2. infer the records' schema per table in one pass, create or evolve tables (:mod:`.evolution`);
 3. parse each table's records against its schema and append them (tables in parallel);
-4. append everything that could not be written to the dead-letter table, with the reason;
-5. append the batch's figures to ``stream.batch_log_table``.
+4. append what could not be written to the dead-letter table, with the reason; the batch's figures
+   to ``stream.batch_log_table``. What Kafka's retention took is told (:mod:`.recheck`).
 
 The batch is cached once (memory, spilling to disk), so Kafka is read once per batch. A batch whose
 tables exist and whose record shapes are known (most batches of a running stream, routed or into
-one table) is first written in one pass with no cache (:mod:`icetide.ingest.one_pass`); steps 1–5
+one table) is first written in one pass with no cache (:mod:`icetide.ingest.one_pass`); steps 1–4
 then run only on what that pass left.
-
 This module orchestrates; the stages live beside it (:mod:`.prepare`, :mod:`.strategies`, :mod:`.ledger`).
 """
 
@@ -132,6 +130,8 @@ class BatchWriter:
         self.in_flight_since_ms = int(time.time() * 1000)
         try:
             result = self._process(df, batch_id, started)
+            if isinstance(self.ledger.before_commit, Recheck):  # a batch that committed nothing is asked now
+                self.ledger.before_commit.finish()
         except DataLossError:
             self.forget_watermarks()
             raise
@@ -182,7 +182,8 @@ class BatchWriter:
         ctx = BatchContext(batch_id, ranges, self.in_flight_since_ms, Laps())
         recheck = Recheck(self._retention, ranges, self._read_before, self._lost, before, batch_id not in self._raced,
                           self._lost_tables, read_over=lambda: ctx.read_over, known=lost, answered=asked is not None,
-                          report=lambda c, t: self._gap(batch_id, c, t), forward=not cfg.source.min_partitions)
+                          report=lambda c, t: self._gap(batch_id, c, t), forward=not cfg.source.min_partitions,
+                          dead_letters=cfg.dead_letter.table)
         if cfg.source.on_data_loss == "continue":  # and before each commit, what retention deleted meanwhile
             self.ledger.before_commit = recheck
         if self._lost and cfg.source.on_data_loss == "stop":  # a table's part may be no loss: it never stops
@@ -276,7 +277,7 @@ class BatchWriter:
 
         admission, route_errors, overflow = self.preparer.admit(rows)
         ctx.read_over = True  # admission scanned the whole cached batch: no later write reads Kafka
-        ctx.read_done(batch)  # what retention took from the read, told before any commit (chaos seed 1301)
+        ctx.read_done(batch, done.committed if done is not None else ())  # before any commit (chaos seed 1301)
         if done is not None:  # a single target table the one pass committed has nothing left
             admission.accepted = [x for x in admission.accepted if x not in done.committed]
         lap("admit")

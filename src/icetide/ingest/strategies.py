@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +60,7 @@ class BatchContext:
     probed: bool = False
     #: called with the cached batch once admission read it, before any commit of the usual path
     #: (:meth:`icetide.ingest.recheck.Recheck.read_done`)
-    read_done: Callable[[DataFrame], None] = lambda cached: None
+    read_done: Callable[[DataFrame, Collection[str]], None] = lambda cached, committed: None
 
 
 @dataclass
