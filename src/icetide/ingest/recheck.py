@@ -21,11 +21,13 @@ it (:meth:`Recheck.read_done`, before the usual path's commits).
   of the batch: reported at once, wide (never silent).
 - A batch with no commit at all: asked once at its end (:meth:`finish`), what is gone is reported.
 
-Kafka not answering (a broker restarting) is asked again for up to ``wait_s``; still blind, before
-any commit, the batch is replayed once unless its cached read holds the rest of its range, and only
-if the batch's own probe could ask (a probe that never answers would replay every batch for
-nothing) (chaos seed 1404: the one pass's commits landed blind, and the deletion was then reported
-wide, over 194 records that had landed). Commits of one batch run in parallel threads: one lock
+Kafka not answering (a broker restarting) is asked again for up to ``wait_s`` (once a batch);
+still blind, before any commit, the batch is replayed once unless its cached read holds the rest of
+its range, and only if the batch's own probe could ask (a probe that never answers would replay
+every batch for nothing) (chaos seed 1404: the one pass's commits landed blind, and the deletion
+was then reported wide, over 194 records that had landed). The one pass's tables are left out of a
+gap only if a recheck answered after its read; the first answer after a blind end of the cached
+read is told as it would have been then. Commits of one batch run in parallel threads: one lock
 orders them.
 """
 
@@ -73,13 +75,14 @@ class Recheck:
                  read_over: Callable[[], bool] = lambda: False,
                  report: Callable[[Lost, TableLost], None] = lambda common, tables: None,
                  known: Lost | None = None, answered: bool = True, forward: bool = True,
-                 dead_letters: str = "", wait_s: float = WAIT_S) -> None:
+                 dead_letters: str = "", wait_s: float = WAIT_S, asks: bool = True) -> None:
         self.probe, self.ranges, self.read, self.lost, self.nexts = probe, ranges, read, lost, nexts
         self.report = report  # the alert, at once (before the commit this recheck guards)
         self.tables: TableLost = tables if tables is not None else {}
         self.known: Lost = dict(known if known is not None else lost)
         self.probed: Lost = dict(self.known)  # the probe's answer, told by read_done
         self.answered, self.forward, self.dead_letters, self.wait_s = answered, forward, dead_letters, wait_s
+        self.asks = asks  # on_data_loss: continue (read_done asks Kafka; with stop, Spark's read fails)
         self.may_replay, self.read_over, self.started, self.raced = may_replay, read_over, 0, False
         self.clean, self.clean_after_read = False, False
         self.deferred: Lost = {}  # found after the one pass's read, left to the usual path's
@@ -91,13 +94,15 @@ class Recheck:
         """The usual path's cached read is over, before any of its commits (``committed``: the
         tables of the batch the one pass committed before it)."""
         with self._lock:
-            self.cached, self.committed = cached, set(committed)
+            # the one pass's tables hold their records of what is gone only if a recheck answered
+            # after its read (third review: blind one-pass commits may lack some: wide then)
+            self.cached, self.committed = cached, set(committed) if self.clean else set()
             if self.probed:  # the probe's gap: no one pass ran (it has no cache to tell by)
                 self.lost.clear()
                 self.tables.clear()
                 self._tell(self._split(minus_read(self.probed, read_spans(cached, self.probed), self.forward)),
                            "before the pipeline read them (retention)")
-            asked = self._ask()
+            asked = self._ask() if self.asks else None  # on_data_loss: stop: Spark's read fails instead
             gone = dict(self.deferred)
             add_lost(gone, beyond(beyond(asked or {}, self.known), gone))
             if gone:
@@ -140,6 +145,8 @@ class Recheck:
         while asked is None and self.answered and time.monotonic() < deadline:
             time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
             asked = self.probe.ask(self.ranges, self.read)
+        if asked is None:
+            self.wait_s = 0.0  # one wait per batch: later asks try once (its commits would wait in turn)
         return asked
 
     def _whole(self) -> bool:
@@ -169,6 +176,11 @@ class Recheck:
             if not what:
                 self.clean = True
                 self.clean_after_read = self.clean_after_read or over
+            elif self.cached is not None and not self.clean_after_read:  # read_done's ask was blind
+                add_lost(self.known, new)
+                self._tell(self._split(minus_read(new, read_spans(self.cached, new), self.forward)),
+                           "while the batch read them")
+                self.clean_after_read = True
             elif self.clean_after_read:
                 log.info("Kafka deleted records of the batch after it read them (%s): they land, nothing is lost",
                          what)

@@ -183,7 +183,7 @@ class BatchWriter:
         recheck = Recheck(self._retention, ranges, self._read_before, self._lost, before, batch_id not in self._raced,
                           self._lost_tables, read_over=lambda: ctx.read_over, known=lost, answered=asked is not None,
                           report=lambda c, t: self._gap(batch_id, c, t), forward=not cfg.source.min_partitions,
-                          dead_letters=cfg.dead_letter.table)
+                          dead_letters=cfg.dead_letter.table, asks=cfg.source.on_data_loss == "continue")
         if cfg.source.on_data_loss == "continue":  # and before each commit, what retention deleted meanwhile
             self.ledger.before_commit = recheck
         if self._lost and cfg.source.on_data_loss == "stop":  # a table's part may be no loss: it never stops
