@@ -71,7 +71,7 @@ class Ledger:
         self.run_id = run_id
         self.on_commit = on_commit
         #: called right before each commit of a batch lands (after its data was read and written);
-        #: raising lands nothing of it. The sink's retention recheck (:class:`~icetide.ingest.retention.Recheck`).
+        #: raising lands nothing of it. The sink's retention recheck (:class:`~icetide.ingest.recheck.Recheck`).
         self.before_commit: Callable[[], None] | None = None
         #: the topics' incarnations (#41): offsets of a deleted topic are set aside when a table is read
         self.topics = topics or Topics(cfg.source, cfg.name)

@@ -1,7 +1,8 @@
 """What Kafka's retention took from a batch before the pipeline read it, and who must be told.
 
 A gap is a range of offsets of one partition. Retention deletes a partition's oldest records, so
-what a batch lost is always a prefix of its planned range. A gap is *common* when no table holds
+what a batch's probe finds lost is a prefix of its planned range (what the read then returned of it
+is taken out, :func:`minus_read`: a gap can also start inside it). A gap is *common* when no table holds
 any record of it (every record of the range is lost), or *a table's* when other tables hold their
 records of the range and this table does not (a batch a crash left partial): then the records
 routed to that table, if any, are lost, and the report names it (``"topic[p] for ns.table"``).

@@ -69,7 +69,7 @@ class BatchWriter:
                  on_gap: Callable[[int, dict[str, list[int]]], None] | None = None,
                  on_registry_outage: Callable[[str], None] | None = None,
                  on_config_mistake: Callable[[int, dict[str, str]], None] | None = None) -> None:
-        """``on_gap(batch, {"topic[p]": [from, to)})``: Kafka deleted records before a batch read them;
+        """``on_gap(batch, {"topic[p]" or "topic[p] for ns.table": [from, to)})``: records Kafka deleted unread;
         ``on_registry_outage(why)``: the schema registry stopped answering (once per outage)."""
         self.on_gap = on_gap
         #: ``on_config_mistake(batch, {table: message})``: a table's records were all dead-lettered for a
@@ -234,9 +234,9 @@ class BatchWriter:
             (raw if raw is not None else rows).unpersist()
 
     def _gap(self, batch_id: int, common: source.Lost, tables: retention.TableLost) -> None:
-        """The alert for a gap, as soon as it is found: before the batch's commits, so that a crash
-        after them cannot lose the report (the replay finds the tables holding the batch and reports
-        nothing). A batch replayed before its commits may alert again."""
+        """The alert for a gap, as soon as it is found: before the commits it concerns (a crash after
+        them cannot lose it: the replay finds the tables holding the batch and reports nothing); one the
+        usual path's read finds may follow the one pass's commits. A replayed batch may alert again."""
         if self.on_gap is not None:
             self.on_gap(batch_id, retention.gap_keys(common, tables))
 
