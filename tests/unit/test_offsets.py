@@ -168,9 +168,6 @@ def test_chaos_4327_what_retention_deletes_while_the_batch_reads_is_never_silent
         def __init__(self, low: dict[tuple[str, int], int]) -> None:
             self.low = low
 
-        def lost(self, r: BatchRanges, read: object = None) -> dict[tuple[str, int], tuple[int, int]]:
-            return lost_ranges(r, self.low)
-
         def ask(self, r: BatchRanges, read: object = None) -> dict[tuple[str, int], tuple[int, int]] | None:
             return None if self.low is None else lost_ranges(r, self.low)
 

@@ -200,20 +200,15 @@ def describe_all(common: Lost, tables: TableLost) -> str:
 class RetentionProbe:
     """The oldest offset Kafka retains per partition, from one admin client kept for the run (one
     ``ListOffsets`` request for all of a batch's partitions: a batch asks before it reads, and again
-    before each commit, :class:`Recheck`)."""
+    before each commit, :class:`icetide.ingest.recheck.Recheck`)."""
 
     def __init__(self, src: KafkaSource) -> None:
         self.src = src
         self._admin: Any = None
 
-    def lost(self, ranges: BatchRanges, read: set[TopicPartition] | None = None) -> Lost:
-        """What of ``ranges`` Kafka no longer holds (empty when it could not be asked); ``read``: see
-        :func:`lost_ranges`."""
-        return self.ask(ranges, read) or {}
-
     def ask(self, ranges: BatchRanges, read: set[TopicPartition] | None = None) -> Lost | None:
-        """:meth:`lost`, or None when Kafka could not be asked (a recheck must not take that for
-        "nothing deleted")."""
+        """What of ``ranges`` Kafka no longer holds (``read``: see :func:`lost_ranges`), or None when
+        Kafka could not be asked (a recheck must not take that for "nothing deleted")."""
         from confluent_kafka import TopicPartition as KafkaTopicPartition
         from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
