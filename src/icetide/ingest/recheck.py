@@ -100,14 +100,12 @@ class Recheck:
             if self.probed:  # the probe's gap: no one pass ran (it has no cache to tell by)
                 self.lost.clear()
                 self.tables.clear()
-                self._tell(self._split(minus_read(self.probed, read_spans(cached, self.probed), self.forward)),
-                           "before the pipeline read them (retention)")
+                self._tell(self._split(self._unread(self.probed)), "before the pipeline read them (retention)")
             asked = self._ask() if self.asks else None  # on_data_loss: stop: Spark's read fails instead
             gone = dict(self.deferred)
             add_lost(gone, beyond(beyond(asked or {}, self.known), gone))
             if gone:
-                self._tell(self._split(minus_read(gone, read_spans(cached, gone), self.forward)),
-                           "while the batch read them")
+                self._tell(self._split(self._unread(gone)), "while the batch read them")
                 add_lost(self.known, gone)
                 self.deferred = {}
             self.clean_after_read = asked is not None  # later deletions took records the cache holds
@@ -121,6 +119,11 @@ class Recheck:
             gone = beyond(beyond(self._ask() or {}, self.known), self.deferred)
             add_lost(gone, self.deferred)
             self._tell(split_lost(gone, self.nexts), "while the batch read them")
+
+    def _unread(self, gone: Lost) -> Lost:
+        """What of ``gone`` the cached read did not return (:func:`minus_read`)."""
+        assert self.cached is not None
+        return minus_read(gone, read_spans(self.cached, gone), self.forward)
 
     def _split(self, gone: Lost) -> tuple[Lost, TableLost]:
         """``gone`` as the gap it is: common and the tables' own parts (:func:`split_lost`), or, when
@@ -156,7 +159,7 @@ class Recheck:
         rest = {tp: (max(a, self.known[tp][1]) if tp in self.known else a, b)
                 for tp, (a, b) in self.ranges.ranges.items() if self.read is None or tp in self.read}
         rest = {tp: r for tp, r in rest.items() if r[1] > r[0]}
-        return not minus_read(rest, read_spans(self.cached, rest), self.forward)
+        return not self._unread(rest)
 
     def __call__(self) -> None:
         with self._lock:
@@ -178,7 +181,7 @@ class Recheck:
                 self.clean_after_read = self.clean_after_read or over
             elif self.cached is not None and not self.clean_after_read:  # read_done's ask was blind
                 add_lost(self.known, new)
-                self._tell(self._split(minus_read(new, read_spans(self.cached, new), self.forward)),
+                self._tell(self._split(self._unread(new)),
                            "while the batch read them")
                 self.clean_after_read = True
             elif self.clean_after_read:
