@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from icetide.services import process, registry
+from tests.fixtures import stack
+from tests.fixtures.stack import _ephemeral_range, free_port_block
 
 
 def _self_connected() -> socket.socket:
@@ -42,3 +44,19 @@ def test_chaos_1404_a_registry_that_answers_with_no_http_is_not_ready(monkeypatc
     monkeypatch.setattr(registry, "port_open", lambda *_a: True)
     monkeypatch.setattr(registry.urllib.request, "urlopen", echo)
     assert reg.ready() is False
+
+
+def test_ci_stop_49_a_test_service_port_is_outside_the_ephemeral_range_and_free() -> None:
+    """CI stop 49: the registry was given 35302, inside the kernel's ephemeral range, and lost it to
+    an outgoing connection before its JVM bound it. A port chosen for a test service is never one
+    the kernel can hand out as a source port, and nothing is bound to any of the block."""
+    low, high = _ephemeral_range()
+    for n in (1, 2, 11):
+        p = free_port_block(n)
+        assert all(not low <= p + i <= high for i in range(n)), (p, n, low, high)
+        for i in range(n):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p + i))
+    with socket.socket() as taken:  # a bound port is never chosen
+        taken.bind(("127.0.0.1", 0))
+        assert stack._bindable(taken.getsockname()[1]) is False
