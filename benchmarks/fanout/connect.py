@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -44,21 +43,8 @@ def jars() -> Path:
     """The sink's jars, fetched with Maven from ``connect/pom.xml`` once (again when the pom changes)."""
     from icetide import jvm, paths
 
-    out = paths.home() / "jars" / "kafka-connect"
-    marker = out / ".complete"
-    if marker.exists() and marker.read_text() == POM.read_text():
-        return out
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RuntimeError("the kafka-connect system needs Maven ('mvn'); run scripts/setup.sh")
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    proc = subprocess.run([mvn, "-B", "-q", "-s", str(jvm.SETTINGS), "-f", str(POM), "dependency:copy-dependencies",
-                           "-DincludeScope=runtime", f"-DoutputDirectory={out}"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"fetching the Kafka Connect sink's jars failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
-    marker.write_text(POM.read_text())
-    return out
+    return jvm.maven_copy(POM, paths.home() / "jars" / "kafka-connect",
+                          ["dependency:copy-dependencies", "-DincludeScope=runtime"], "the Kafka Connect sink's jars")
 
 
 def create_table(cfg_path: Path) -> None:

@@ -49,30 +49,35 @@ def fetch(profile: str, quiet: bool = True) -> Path:
     """Copy the profile's jars (with their runtime dependencies) into :func:`jar_dir`."""
     if profile not in PROFILES:
         raise SetupError(f"unknown jar profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    args = ["-P", profile, "dependency:copy-dependencies", "-DincludeScope=runtime"]
+    if profile in SINGLE:
+        version = SINGLE[profile].split("{")[1].split("}")[0]
+        coords = SINGLE[profile].replace("{" + version + "}", _property(version))
+        args = ["dependency:copy", f"-Dartifact={coords}"]
+    return maven_copy(POM, jar_dir(profile), args, f"the {profile} jars", quiet)
+
+
+def maven_copy(pom: Path, out: Path, goal: list[str], what: str, quiet: bool = True) -> Path:
+    """Run Maven's ``goal`` (a ``dependency:copy*`` goal and its flags) on ``pom`` into ``out``, once:
+    ``out/.complete`` holds the pom's text, so the copy runs again only when the pom changes (the
+    folder is emptied first, so no jar of an older pin is left beside the new one)."""
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise SetupError("Maven ('mvn') is not installed; install it (apt-get install maven)")
-    out = jar_dir(profile)
+        raise SetupError(f"Maven ('mvn') is not installed, and {what} are fetched with it; install it "
+                         "(apt-get install maven) or run scripts/setup.sh")
     marker = out / ".complete"
-    if marker.exists() and marker.read_text() == POM.read_text():
+    if marker.exists() and marker.read_text() == pom.read_text():
         return out
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    cmd = [mvn, "-B", "-s", str(SETTINGS), "-f", str(POM), "-P", profile,
-           "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={out}"]
-    if profile in SINGLE:
-        version = SINGLE[profile].split("{")[1].split("}")[0]
-        coords = SINGLE[profile].replace("{" + version + "}", _property(version))
-        cmd = [mvn, "-B", "-s", str(SETTINGS), "-f", str(POM), "dependency:copy", f"-Dartifact={coords}",
-               f"-DoutputDirectory={out}"]
-    if quiet:
-        cmd.insert(1, "-q")
+    cmd = [mvn, "-B", *(["-q"] if quiet else []), "-s", str(SETTINGS), "-f", str(pom), *goal,
+           f"-DoutputDirectory={out}"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise SetupError(f"fetching the {profile} jars with Maven failed:\n{tail}")
-    marker.write_text(POM.read_text())
+        raise SetupError(f"fetching {what} with Maven failed:\n{tail}")
+    marker.write_text(pom.read_text())
     return out
 
 
