@@ -44,7 +44,7 @@ from benchmarks.common import (  # noqa: E402
     steady_batch_seconds,
     steady_rate,
 )
-from benchmarks.fanout import connect  # noqa: E402
+from benchmarks.fanout import connect, reads  # noqa: E402
 from benchmarks.ingest.run import MAX_OFFSETS, SCHEMA, TRIGGER, config, machine, run_worker  # noqa: E402
 from icetide import paths  # noqa: E402
 from icetide.demo.events import create_topic  # noqa: E402
@@ -77,7 +77,15 @@ SYSTEMS = ("vanilla", "vanilla-tuned", "vanilla-by-route", "icetide", "icetide-e
 #: icetide-nometa is icetide without the ``_kafka_*`` columns (``target.kafka_metadata_columns: false``),
 #: the sink's columns.
 PEERS = ("kafka-connect", "icetide-nometa")
+#: Table-property choices, run when named (results in results/dictionary/): vanilla-tuned-smalldict,
+#: icetide-smalldict keep dictionaries but cap each column's at 64 KiB (``write.parquet.dict-size-bytes``),
+#: so a column whose values never repeat falls back to plain encoding after ~2,000 values while a
+#: low-cardinality one keeps its dictionary.
+OPTIONS = ("vanilla-tuned-smalldict", "icetide-smalldict")
 NO_DICTIONARY = {"parquet.enable.dictionary": "false"}
+SMALL_DICTIONARY = {"write.parquet.dict-size-bytes": str(64 * 1024)}
+#: A system named ``<base>-<suffix>`` is ``<base>`` with these table properties
+PROPERTY_VARIANTS = {"nodict": NO_DICTIONARY, "smalldict": SMALL_DICTIONARY}
 
 
 def fanout_config(bootstrap: str, topic: str, ns: str, work: Path, trigger: str = TRIGGER) -> dict[str, Any]:
@@ -139,17 +147,21 @@ def main() -> None:
     ap.add_argument("--tables", type=int, default=20)
     ap.add_argument("--regimes", default="sustained,capacity", help=f"comma-separated, of {sorted(REGIMES)}")
     ap.add_argument("--out", type=Path, default=HERE / "results")
-    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {list(SYSTEMS + PEERS)}")
+    ap.add_argument("--systems", default=",".join(SYSTEMS),
+                    help=f"comma-separated, of {list(SYSTEMS + PEERS + OPTIONS)}")
     ap.add_argument("--no-report", action="store_true", help="Print the results only (profiling)")
     ap.add_argument("--bootstrap", help="Use this running Kafka broker instead of starting one")
+    ap.add_argument("--read", action="store_true",
+                    help="After the run, measure what each one-table system's files cost readers (reads.py)")
     args = ap.parse_args()
     regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
     unknown = [r for r in regimes if r not in REGIMES]
     if unknown:
         ap.error(f"--regimes: unknown {unknown}; use {sorted(REGIMES)}")
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    if [s for s in systems if s not in SYSTEMS + PEERS]:
-        ap.error(f"--systems: unknown {[s for s in systems if s not in SYSTEMS + PEERS]}; use {list(SYSTEMS + PEERS)}")
+    known = SYSTEMS + PEERS + OPTIONS
+    if [s for s in systems if s not in known]:
+        ap.error(f"--systems: unknown {[s for s in systems if s not in known]}; use {list(known)}")
 
     work = paths.home() / "bench" / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)
@@ -173,17 +185,25 @@ def main() -> None:
                     cfg = config(bootstrap, topic, table, work, trigger)
                     if s == "icetide-expressions":
                         cfg["stream"]["decode_in_task"] = False
-                    if s.endswith("-nodict"):
-                        cfg["target"]["properties"] = dict(NO_DICTIONARY)
+                    variant = PROPERTY_VARIANTS.get(s.rsplit("-", 1)[-1])
+                    if variant is not None:
+                        cfg["target"]["properties"] = dict(variant)
                     if s == "icetide-nometa":
                         cfg["target"]["kafka_metadata_columns"] = False
                     r = run_worker(s, cfg, work, len(values))
                 results.append({**r, "regime": regime})
                 print(json.dumps({k: v for k, v in results[-1].items() if k != "batch_phases"}), flush=True)
+        read = None
+        if args.read:
+            regime = regimes[-1]
+            one = {s: f"bench.fo_{regime}_{s.replace('-', '_')}" for s in systems if s != "icetide-fanout"}
+            read = reads.measure(config(bootstrap, topic, "bench.reads", work), one, work)
+            print(json.dumps(read), flush=True)
     if args.no_report:
         return
     report = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "events": args.events, "event_bytes": len(values[0]), "tables": args.tables, "results": results}
+              "events": args.events, "event_bytes": len(values[0]), "tables": args.tables, "results": results,
+              **({"reads": read} if read else {})}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(report, indent=2))
     write_markdown(report, args.out / "results.md")
@@ -237,6 +257,8 @@ def targets(rows: list[dict[str, Any]]) -> list[tuple[str, float | None, float, 
         "steady_events_per_s", 1.0)
     add("no dictionary, both: icetide-nodict ÷ vanilla-tuned-nodict, steady", "icetide-nodict",
         "vanilla-tuned-nodict", "steady_events_per_s", 1.1)
+    add("small dictionaries, both: icetide-smalldict ÷ vanilla-tuned-smalldict, steady", "icetide-smalldict",
+        "vanilla-tuned-smalldict", "steady_events_per_s", 1.1)
     add("fan-out, whole run: icetide-fanout ÷ vanilla-by-route", "icetide-fanout", "vanilla-by-route",
         "events_per_s", 1.0)
     add("fan-out, steady: icetide-fanout ÷ vanilla-by-route", "icetide-fanout", "vanilla-by-route",
@@ -322,6 +344,8 @@ def write_markdown(r: dict[str, Any], path: Path) -> None:
                   "; `icetide-nometa` is icetide without them (`target.kafka_metadata_columns: false`)."
                   if any(x["system"] == "icetide-nometa" for x in r["results"]) else ".")]),
               "- Where the time goes, what changed, what would close the gaps: [analysis.md](analysis.md).", ""]
+    if r.get("reads"):
+        lines += [*reads.markdown(r["reads"]), ""]
     path.write_text("\n".join(lines))
 
 
@@ -336,6 +360,7 @@ def plot(r: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, len(regimes), figsize=(7 * len(regimes), 4.2), squeeze=False)
     colors = {"vanilla": "#999", "vanilla-tuned": "#bbb", "vanilla-by-route": "#ddd", "icetide": "#2ca02c",
               "icetide-expressions": "#98df8a", "vanilla-tuned-nodict": "#ccc", "icetide-nodict": "#bcbd22",
+              "vanilla-tuned-smalldict": "#aaa", "icetide-smalldict": "#8c564b",
               "icetide-fanout": "#1f77b4", "kafka-connect": "#d62728", "icetide-nometa": "#17becf"}
     for ax, regime in zip(axes[0], regimes, strict=True):
         by = {x["system"]: x for x in r["results"] if x["regime"] == regime}

@@ -36,6 +36,8 @@ class Pipeline:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
     exits: list[int] = field(default_factory=list)  # exit codes of runs that ended on their own
+    #: second runs (the standby fault) that ended before their SIGTERM, or not with exit 0 within 240 s of it
+    stopped_badly: list[str] = field(default_factory=list)
 
     def start(self, cfg: Path | None = None) -> subprocess.Popen[bytes]:
         log = self.workdir / f"run-{len(self.logs)}.log"

@@ -210,12 +210,24 @@ class Chaos:
         time.sleep(f.duration)
         p.signal(signal.SIGCONT)
         time.sleep(5)
-        try:
-            os.killpg(second.pid, signal.SIGTERM)
-            second.wait(240)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(second.pid, signal.SIGKILL)
-            second.wait(30)
+        before = len(p.stopped_badly)
+        early = second.poll()  # nothing may stop a run, a second one included (the review of #41)
+        if early is not None:
+            p.stopped_badly.append(f"ended on its own (exit {early})")
+        else:
+            try:
+                os.killpg(second.pid, signal.SIGTERM)
+                code = second.wait(240)
+                if code != 0:
+                    p.stopped_badly.append(f"exit {code} on SIGTERM")
+            except subprocess.TimeoutExpired:
+                p.stopped_badly.append("still running 240 s after SIGTERM")
+                os.killpg(second.pid, signal.SIGKILL)
+                second.wait(30)
+            except ProcessLookupError:
+                p.stopped_badly.append("gone before SIGTERM")
+        if len(p.stopped_badly) > before:
+            self.say(f"{p.name}: second run: {p.stopped_badly[-1]}")
         if second in p.procs:
             p.procs.remove(second)
 
@@ -239,8 +251,9 @@ class Chaos:
         self._down(self.store, f)
 
     def _retention(self, f: Fault) -> None:
-        """Kafka deletes records of the first topic up to ``amount`` past what the pipeline has
-        committed, while the pipeline is paused (retention while it lagged)."""
+        """While the pipeline is paused, Kafka deletes every record of the first topic but the newest
+        ``amount`` of each partition the pipeline has a position in (retention while it lags): what
+        lay between its position and the cut is lost unread, the rest it had read already."""
         from confluent_kafka import TopicPartition
         from confluent_kafka.admin import AdminClient
 

@@ -51,7 +51,7 @@ class Fault:
     kind: str
     pipeline: str  # "append", "cdc" or "avro" ("-" for a service)
     duration: float  # seconds (kill: until the restart; pause/standby/a service: how long)
-    amount: int = 0  # retention: how many records past the pipeline's position to delete
+    amount: int = 0  # retention: how many of each partition's newest records Kafka keeps (the rest is deleted)
 
     def describe(self) -> str:
         what = {"kill": "SIGKILL, restart after", "pause": "SIGSTOP for", "standby": "paused, a second run for",
@@ -60,7 +60,7 @@ class Fault:
                 "recreate": "kill, recreate the second topic, restart after",
                 "registry": "schema registry down for", "rest": "REST catalog down for",
                 "store": "object store down for", "executor": "SIGKILL its Spark executors"}[self.kind]
-        extra = f" (+{self.amount} records)" if self.kind == "retention" else ""
+        extra = f" (keeps the newest {self.amount} of each partition)" if self.kind == "retention" else ""
         return f"t={self.at:6.1f}s {self.kind:<10} {self.pipeline:<6} {what} {self.duration:.1f}s{extra}"
 
     def as_dict(self) -> dict[str, object]:

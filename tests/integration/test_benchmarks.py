@@ -34,20 +34,27 @@ def _run(module: str, tmp_path: Path, *args: str) -> dict[str, Any]:
 
 def test_fanout_benchmark_runs_each_worker(kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """One system per worker path: the vanilla worker (shared with the ingest benchmark, whose report is
-    rendered in the unit tier; with icetide's table properties and the dictionary off), icetide's
+    rendered in the unit tier; with icetide's table properties and small dictionaries), icetide's
     single-table run with the in-task decoder and with the expression path, the fan-out worker, and
     Apache Iceberg's Kafka Connect sink (its jars from Maven Central on first use: ~15 s; its JVM, a
     10 s commit interval and its tasks' first rebalance: ~30 s; ~50 s more in CI)."""
-    # icetide-nodict is icetide with one table property more: its path is icetide's
-    systems = ["vanilla-by-route", "vanilla-tuned-nodict", "icetide", "icetide-expressions", "icetide-fanout",
+    # icetide-nodict and -smalldict are icetide with a table property more: their path is icetide's
+    systems = ["vanilla-by-route", "vanilla-tuned-smalldict", "icetide", "icetide-expressions", "icetide-fanout",
                "icetide-nometa", "kafka-connect"]
     r = _run("benchmarks.fanout.run", tmp_path, "--events", "3000", "--tables", "3", "--regimes", "capacity",
-             "--systems", ",".join(systems), "--bootstrap", kafka.bootstrap)
+             "--systems", ",".join(systems), "--bootstrap", kafka.bootstrap, "--read")
     assert [x["system"] for x in r["results"]] == systems
     for x in r["results"]:
         assert x["rows"] == x["expected"] == 3000, x
     assert next(x for x in r["results"] if x["system"] == "icetide-fanout")["tables"] == 3
     assert "| target | measured | target | met |" in (tmp_path / "results.md").read_text()
+    # --read: every one-table system's files, read back (~20 s: one more Spark session)
+    assert sorted(r["reads"]) == sorted(s for s in systems if s != "icetide-fanout")
+    for system, x in r["reads"].items():
+        assert x["data_files"] > 0 and x["data_bytes"] > 0 and x["filter_s"] > 0 and x["scan_s"] > 0, (system, x)
+    # a small dictionary cap keeps the dictionary of a column of 3 values, in every chunk
+    assert r["reads"]["vanilla-tuned-smalldict"]["dictionary_share"]["event_type"] == 1.0
+    assert "## What readers pay" in (tmp_path / "results.md").read_text()
 
 
 def test_cdc_benchmark_runs_every_system(kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -57,13 +57,15 @@ def test_fanout_targets_are_judged_from_the_figures() -> None:
         row("vanilla", 100.0, 120.0, 20.0), row("vanilla-tuned", 80.0, 100.0, 21.0),
         row("vanilla-by-route", 50.0, 60.0, 30.0), row("icetide", 88.0, 95.0, 23.0, first=9.0),
         row("icetide-expressions", 70.0, 76.0, 25.0), row("icetide-fanout", 40.0, 57.0, 40.0),
-        row("vanilla-tuned-nodict", 120.0, 150.0, 15.0), row("icetide-nodict", 130.0, 180.0, 14.0)])}
+        row("vanilla-tuned-nodict", 120.0, 150.0, 15.0), row("icetide-nodict", 130.0, 180.0, 14.0),
+        row("vanilla-tuned-smalldict", 110.0, 140.0, 16.0), row("icetide-smalldict", 99.0, 126.0, 17.0)])}
     # the targets of #39, each a ratio of two systems of the same run
     assert got["one table, whole run: icetide ÷ vanilla-tuned"] == (1.1, 1.1)
     assert got["one table, steady: icetide ÷ vanilla-tuned"] == (0.95, 1.1)
     assert got["one table, JVM CPU per event: icetide ÷ vanilla-tuned"] == (1.1, 0.9)
     assert got["decoder: icetide ÷ icetide-expressions, steady"] == (1.25, 1.0)
     assert got["no dictionary, both: icetide-nodict ÷ vanilla-tuned-nodict, steady"] == (1.2, 1.1)
+    assert got["small dictionaries, both: icetide-smalldict ÷ vanilla-tuned-smalldict, steady"] == (0.9, 1.1)
     assert got["fan-out, whole run: icetide-fanout ÷ vanilla-by-route"] == (0.8, 1.0)
     assert got["fan-out, steady: icetide-fanout ÷ vanilla-by-route"] == (0.95, 1.0)
     assert got["icetide: first batch ÷ its steady batch"] == (2.25, 2.0)

@@ -77,3 +77,22 @@ def test_chaos_1404_a_cdc_check_holds_icetide_to_what_kafka_holds() -> None:
                      if label == "unknown_operation")
     assert held_expectation(stream, every + Counter({bad_value: 1}))[1] == {
         **stream.bad, "unknown_operation": stream.bad["unknown_operation"] + 1}
+
+
+def test_a_cdc_dead_letter_check_matches_bad_changes_record_for_record() -> None:
+    """Review of #41: the CDC dead-letter check compared totals per class, so one bad change lost and
+    another dead-lettered twice passed. It now matches (class, value) record for record."""
+    from tests.chaos.checks import bad_held
+
+    stream = generate(keys=40, changes=400, seed=3, debezium=True, bad_every=50, kafka_tombstones=True)
+    every = Counter(v for _k, v in stream.messages if v is not None)
+    due = bad_held(stream, every)
+    assert sum(due.values()) == sum(stream.bad.values()) > 1
+    assert Counter(label for label, _v in due.elements()) == Counter(stream.bad)
+    (a_label, a), (b_label, b) = list(due)[:2]
+    swapped = due - Counter({(a_label, a): 1}) + Counter({(b_label, b): 1})  # one lost, another twice
+    assert sum((due - swapped).values()) + sum((swapped - due).values()) == 2
+    # a bad change Kafka holds twice is two dead letters
+    assert bad_held(stream, every + Counter({a: 1}))[(a_label, a)] == 2
+    # one Kafka no longer holds is due none
+    assert (a_label, a) not in bad_held(stream, every - Counter({a: every[a]}))

@@ -401,3 +401,35 @@ def test_a_stop_for_a_replay_some_tables_hold_says_so_not_that_nothing_was_writt
 
     both = stop_message("p", {("orders", 0): (180, 250)}, held)
     assert both.count("ns.b") == 1 and "lost: orders[0]" in both and "nothing of this batch was written" in both
+
+
+def test_a_stop_after_the_one_pass_committed_names_the_tables_that_hold_the_batch() -> None:
+    """Review of #41 (hole 8's last item, one path left): with ``on_data_loss: stop``, the one pass
+    committed tables of a batch, then Spark's read of the rest failed because Kafka deleted records
+    meanwhile; the reason said "Nothing of this batch was written"."""
+    from types import SimpleNamespace
+
+    from icetide.errors import DataLossError
+    from icetide.ingest import sink as sink_module
+    from icetide.ingest.retention import data_loss_message
+
+    text = data_loss_message("p", "Spark: some data may have been lost", written=["ns.a", "ns.b"])
+    assert "Nothing of this batch was written" not in text
+    assert "already in ns.a, ns.b" in text and "other tables and the dead letters have nothing of it" in text
+
+    # the sink's own handler passes the tables the batch's one pass committed
+    s = cast(Any, object.__new__(sink_module.BatchWriter))
+    forgot: list[bool] = []
+
+    def process(df: Any, batch_id: int, started: float) -> None:
+        s._written = ["ns.a"]  # what _process records once the one pass committed
+        raise RuntimeError(f"Py4JJavaError: ... {sink_module.SPARK_DATA_LOSS}. ... OffsetOutOfRange")
+
+    s._process, s.cfg = process, SimpleNamespace(name="p")
+    s.ledger = SimpleNamespace(before_commit=None)
+    s.forget_watermarks = lambda: forgot.append(True)
+    s._lost_raw, s._lost_tables, s._raced, s.in_flight_since_ms = {}, {}, set(), None
+    with pytest.raises(DataLossError) as err:
+        s(None, 7)
+    assert "already in ns.a" in str(err.value) and "Nothing of this batch was written" not in str(err.value)
+    assert forgot == [True]

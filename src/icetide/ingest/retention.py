@@ -167,10 +167,17 @@ def describe_tables(tables: TableLost) -> str:
     return "; ".join(f"records routed to {t}, if any, of {describe_lost(lost)}" for t, lost in sorted(tables.items()))
 
 
-def data_loss_message(pipeline: str, what: str, held: TableLost | None = None, replay: bool = False) -> str:
+def data_loss_message(pipeline: str, what: str, held: TableLost | None = None, replay: bool = False,
+                      written: list[str] | None = None) -> str:
     """``on_data_loss: stop``'s reason. ``held``: the batch is a replay some tables hold part of, these
     may lack theirs; ``replay``: a replay every table holds (Spark's read fails for such a part too,
-    so the stop mode stops for it: ``continue`` goes on)."""
+    so the stop mode stops for it: ``continue`` goes on); ``written``: the tables the batch's one pass
+    committed before Spark's read of the rest failed (they hold the batch; the others nothing of it)."""
+    if written and not held and not replay:
+        return (f"source.on_data_loss: Kafka deleted records pipeline '{pipeline}' was reading ({what}). This "
+                f"batch is already in {', '.join(written)} (written in one pass before the rest was read); the "
+                "other tables and the dead letters have nothing of it. To go on, set source.on_data_loss: continue "
+                "(what is gone is reported as a gap); to keep the records, produce them to the topic again first")
     if held:
         return (f"source.on_data_loss: Kafka deleted records of a batch pipeline '{pipeline}' replays after a "
                 f"crash ({what}; may lack part of it: {describe_tables(held)}). To go on, set "

@@ -76,9 +76,7 @@ class BatchWriter:
         #: reason in the config (once per table)
         self.on_config_mistake = on_config_mistake
         self._told: dict[str, str] = {}
-        self.spark = spark
-        self.cfg = cfg
-        self.run_id = run_id
+        self.spark, self.cfg, self.run_id = spark, cfg, run_id
         self.catalog = cfg.catalog.name
         self.dead_letter_table = self.q(cfg.dead_letter.table)
         self.topics = recreated.Topics(cfg.source, cfg.name)  # recreated topics (#41), armed by the runner
@@ -88,19 +86,19 @@ class BatchWriter:
             client.on_outage = on_registry_outage
         parts = (spark, cfg, self.ledger, self.preparer, self._parallel)
         self.one_pass, self.multi_table, self.per_table = OnePass(*parts), MultiTable(*parts), PerTable(*parts)
-        self._dead_letters_ready = False
         self._retention = retention.RetentionProbe(cfg.source)
         self._lost: source.Lost = {}
         self._lost_raw: source.Lost = {}  # the batch's probe, before what the tables hold is taken out
+        self._written: list[str] = []  # the tables the batch's one pass committed (its stop message names them)
         self._lost_tables: retention.TableLost = {}  # a partial batch's replay: what only some tables lost
         self._raced: set[int] = set()  # batches a retention race replayed once (next time: reported wide)
         #: the partitions the query had a position in before the batch (None: unknown, all count)
         self._read_before: set[tuple[str, int]] | None = None
         self._batch_log = BatchLog(spark, cfg, run_id)
         self._multi: bool | None = None
+        self._dead_letters_ready = False
         self.counters = PipelineCounters()
-        #: When the batch being written started (epoch ms), None between batches: orphan cleanup
-        #: never considers files younger than this.
+        #: when the batch being written started (epoch ms; None between batches): orphan cleanup spares younger files
         self.in_flight_since_ms: int | None = None
 
     def q(self, table: str) -> str:
@@ -148,7 +146,8 @@ class BatchWriter:
             if SPARK_DATA_LOSS in str(e):  # retention deleted records while this batch read them
                 what = retention.describe_lost(self._lost_raw) if self._lost_raw else error_line(e, 300)
                 raise DataLossError(retention.data_loss_message(  # a replay: tables may hold what is gone
-                    self.cfg.name, what, self._lost_tables, replay=bool(self._lost_raw))) from e
+                    self.cfg.name, what, self._lost_tables, replay=bool(self._lost_raw),
+                    written=self._written)) from e
             raise BatchFailedError(f"{BATCH_MARKER} batch {batch_id}: {error_line(e, 2000)}") from e
         except BaseException:
             self.forget_watermarks()
@@ -171,6 +170,7 @@ class BatchWriter:
     def _process(self, df: DataFrame, batch_id: int, started: float) -> BatchResult | None:
         cfg = self.cfg
         self._lost_raw, self._lost, self._lost_tables = {}, {}, {}  # this batch's, never an earlier one's
+        self._written = []
         rows = decode.with_kafka_columns(df)
         ranges = self._ranges(batch_id, rows)
         if not ranges.ranges:
@@ -195,43 +195,43 @@ class BatchWriter:
             rows = rows.coalesce(tasks)
         formats, raw = self.preparer.formats, None
         done = None if ctx.probed else self._declared_one_pass(rows, ctx)  # Avro: before the ids are listed
+        self._written = sorted(done.committed) if done is not None else []
         if done is not None and not done.rest:
             return self._one_pass_result(batch_id, done, started, ctx)
         tried = done is not None
-        waited = 0.0
-        if formats.clients():  # the raw batch is cached first: the schema ids come from it
-            raw = formats.with_ids(rows).persist(StorageLevel.MEMORY_AND_DISK_DESER)
-            waited = formats.registry_waited_s()
-            try:
-                formats.resolve(self.spark, raw)
-            except BaseException:
-                raw.unpersist()
-                raise
-            waited, rows = formats.registry_waited_s() - waited, raw
-            self.counters.registry_wait_s += waited
-        plain = None  # JSON: the one pass reads each value once in its write task, checks and shape included
-        if formats.json_only and cfg.stream.one_pass_write and cfg.stream.decode_in_task:
-            plain = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes)
-        rows = self.preparer.routed(rows)  # JSON: checks and shape, one read
-        if waited:  # seconds this batch waited for the schema registry (an outage, see formats/registry.py)
-            ctx.lap.timings["registry_wait"] = round(waited, 3)
-        if not tried and not ctx.probed and cfg.stream.one_pass_write and self._multi_table_write():
-            done = self.one_pass.write(rows, ctx, plain)
-        if done is not None and not done.rest:
-            return self._one_pass_result(batch_id, done, started, ctx)
-        if raw is None:
-            if cfg.target.route is not None:
-                # Clustered by table, each table's scan of the cache skips the column batches of the
-                # others (in-memory partition pruning on the batch min/max of the table column).
-                rows = rows.sortWithinPartitions(routing.TABLE)
-            # DESER: PySpark's MEMORY_AND_DISK is the *serialized* level; every scan of the cache (one
-            # per table) would Java-deserialize the whole batch again.
-            rows = rows.persist(StorageLevel.MEMORY_AND_DISK_DESER)
-        # else (Avro): the raw batch is cached; routing it again per scan costs a few expressions
+        cached: DataFrame | None = None  # what this batch persisted: released however the batch ends
         try:
+            waited = 0.0
+            if formats.clients():  # the raw batch is cached first: the schema ids come from it
+                raw = cached = formats.with_ids(rows).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+                waited = formats.registry_waited_s()
+                formats.resolve(self.spark, raw)
+                waited, rows = formats.registry_waited_s() - waited, raw
+                self.counters.registry_wait_s += waited
+            plain = None  # JSON: the one pass reads each value once in its write task, checks and shape included
+            if formats.json_only and cfg.stream.one_pass_write and cfg.stream.decode_in_task:
+                plain = routing.with_route(rows, cfg.target, self.preparer.reserved, cfg.source.max_value_bytes)
+            rows = self.preparer.routed(rows)  # JSON: checks and shape, one read
+            if waited:  # seconds this batch waited for the schema registry (an outage, see formats/registry.py)
+                ctx.lap.timings["registry_wait"] = round(waited, 3)
+            if not tried and not ctx.probed and cfg.stream.one_pass_write and self._multi_table_write():
+                done = self.one_pass.write(rows, ctx, plain)
+                self._written = sorted(done.committed) if done is not None else []
+            if done is not None and not done.rest:
+                return self._one_pass_result(batch_id, done, started, ctx)
+            if raw is None:
+                if cfg.target.route is not None:
+                    # Clustered by table, each table's scan of the cache skips the column batches of the
+                    # others (in-memory partition pruning on the batch min/max of the table column).
+                    rows = rows.sortWithinPartitions(routing.TABLE)
+                # DESER: PySpark's MEMORY_AND_DISK is the *serialized* level; every scan of the cache (one
+                # per table) would Java-deserialize the whole batch again.
+                rows = cached = rows.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+            # else (Avro): the raw batch is cached; routing it again per scan costs a few expressions
             return self._process_cached(rows, ctx, started, done)
         finally:
-            (raw if raw is not None else rows).unpersist()
+            if cached is not None:
+                cached.unpersist()
 
     def _gap(self, batch_id: int, common: source.Lost, tables: retention.TableLost) -> None:
         """The alert for a gap, as soon as it is found: before the commits it concerns (a crash after
