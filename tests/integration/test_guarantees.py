@@ -333,6 +333,7 @@ def test_item11_a_renamed_pipeline_is_refused_unless_it_adopts_the_old_offsets(k
         raw = pipeline_dict(kafka, lake, tmp_path / name, topic, table)
         raw["name"] = name
         raw["source"].update(source)
+        raw["stream"]["takeover_after"] = "3 seconds"  # the adopted pipeline just stopped: a short wait (#41, 8)
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(raw))
         return path

@@ -136,6 +136,31 @@ def test_item4_tombstone_horizon_runs_on_stream_time_not_the_wall_clock(  # type
     assert sorted(r[0] for r in spark.sql(f"SELECT id FROM {tomb}").collect()) == [2, 3]
 
 
+def test_hole8_a_caught_up_partition_never_trims_a_lagging_partitions_tombstones(  # type: ignore[no-untyped-def]
+        spark, kafka, lake, tmp_path) -> None:
+    """#41 (8): the horizon counted back from the newest delete of any partition, so partition 0,
+    caught up (a delete today), trimmed the tombstones of partition 1, whose backlog is a month
+    behind and may still hold older changes of those keys. Each partition now counts back from its
+    own newest delete. About 15 s (one table, one cycle)."""
+    ns, path, tomb = _tombstone_pipeline(spark, kafka, lake, tmp_path)
+    spark.sql(f"DROP TABLE {tomb}")
+    spark.sql(f"CREATE TABLE {tomb} (id BIGINT, _cdc_ordering BIGINT, _deleted_at TIMESTAMP, "
+              "_cdc_position STRUCT<offset: BIGINT, partition: INT>) USING iceberg")
+    spark.sql(f"INSERT INTO {tomb} VALUES "
+              "(1, 5, current_timestamp() - INTERVAL 20 DAYS, named_struct('offset', 1L, 'partition', 0)), "
+              "(2, 6, current_timestamp(), named_struct('offset', 9L, 'partition', 0)), "
+              "(3, 7, current_timestamp() - INTERVAL 40 DAYS, named_struct('offset', 1L, 'partition', 1)), "
+              "(4, 8, current_timestamp() - INTERVAL 35 DAYS, named_struct('offset', 5L, 'partition', 1)), "
+              "(5, 9, current_timestamp() - INTERVAL 30 DAYS, named_struct('offset', 7L, 'partition', 1)), "
+              "(6, 4, current_timestamp() - INTERVAL 31 DAYS, NULL), "
+              "(7, 3, current_timestamp() - INTERVAL 60 DAYS, NULL)")
+    run_cycle(spark, load_config(path), [f"{ns}.accounts_tombstones"])
+    # partition 0 (now): 1 is past its 7 days; partition 1 (30 days ago): 3 is past its own 7 days,
+    # 4 and 5 are not; no position (an older icetide): the earliest time of all (31 days ago), so 7
+    # goes and 6 stays. The old code counted back from now for every row: it kept only 2.
+    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM {tomb}").collect()) == [2, 4, 5, 6]
+
+
 def test_a_cycle_compacts_the_small_files_of_the_log_it_appends_to(spark, kafka, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
     path, log_table = own_log(spark, kafka, lake, tmp_path, {"steps": ["rewrite_data_files"], "min_input_files": 5})
     append_log_rows(spark, log_table, 4)

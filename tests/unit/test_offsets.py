@@ -433,3 +433,59 @@ def test_a_stop_after_the_one_pass_committed_names_the_tables_that_hold_the_batc
         s(None, 7)
     assert "already in ns.a" in str(err.value) and "Nothing of this batch was written" not in str(err.value)
     assert forgot == [True]
+
+
+def test_hole8_a_periodic_mirror_never_moves_the_mirror_back_over_a_newer_runs_commit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """#41 (8): the shutdown flush mirrored a watermark only while the run's commit was still the
+    pipeline's newest on the table; the periodic mirror right after each commit did not, so a run
+    paused between its commit and its mirror, while a standby committed more, wrote its older
+    offsets over the mirror when it woke."""
+    from types import SimpleNamespace
+
+    from icetide.ingest import ledger as ledger_module
+
+    mine = Watermark(offsets={("t", 0): 100}, run="paused", batch=7)
+    newer = Watermark(offsets={("t", 0): 180}, run="standby", batch=3)
+    written: list[Watermark] = []
+    newest: list[Any] = [newer]
+
+    def read(spark: Any, table: str, pipeline: str) -> Watermark:
+        if isinstance(newest[0], Exception):
+            raise newest[0]
+        return cast(Watermark, newest[0])
+
+    monkeypatch.setattr(ledger_module, "read_watermark", read)
+    monkeypatch.setattr(ledger_module, "set_property", lambda spark, table, pipeline, wm: written.append(wm))
+    led = cast(Any, object.__new__(ledger_module.Ledger))
+    led.spark, led.cfg, led._mirror_every = None, SimpleNamespace(name="p"), 0.0
+    led._mirrored_at, led._unmirrored = {}, {}
+    led._mirror("cat.ns.t", mine)  # the interval is over: the periodic mirror, right after the commit
+    assert written == [] and "cat.ns.t" not in led._unmirrored  # the standby's commit is newer: left alone
+    newest[0] = mine
+    led._mirror("cat.ns.t", mine)
+    assert written == [mine]  # still this run's commit: mirrored
+    newest[0] = RuntimeError("catalog down")
+    led._mirror("cat.ns.t", mine)  # a failed copy never fails the committed batch; the flush retries it
+    assert written == [mine] and led._unmirrored == {"cat.ns.t": mine}
+
+
+def test_hole8_each_partitions_tombstones_are_trimmed_by_its_own_stream_time() -> None:
+    """#41 (8): the predicate that trims a tombstone table: one cutoff per partition, from its own
+    newest delete (never past the wall clock), whole days; rows with no position by the earliest."""
+    from icetide.maintenance.retention import tombstone_predicate
+
+    day = 86_400_000
+    now = 1_790_000_000_000  # 2026-09-21 14:13 UTC
+    where, before = tombstone_predicate({0: now, 1: now - 30 * day, None: now - 30 * day}, "_deleted_at", now,
+                                        7 * 86_400)
+    assert where == ("(_cdc_position.partition IS NULL AND _deleted_at < TIMESTAMP '2026-08-15 00:00:00') OR "
+                     "(_cdc_position.partition = 0 AND _deleted_at < TIMESTAMP '2026-09-14 00:00:00') OR "
+                     "(_cdc_position.partition = 1 AND _deleted_at < TIMESTAMP '2026-08-15 00:00:00')")
+    assert before == "TIMESTAMP '2026-09-14 00:00:00'"
+    # a stream time ahead of the wall clock (a producer's skewed clock) counts as the wall clock
+    assert "TIMESTAMP '2026-09-14 00:00:00'" in tombstone_predicate({3: now + 9 * day}, "_deleted_at", now,
+                                                                     7 * 86_400)[0]
+    # no positions at all: one cutoff for every row
+    assert tombstone_predicate({None: now}, "_deleted_at", now, 7 * 86_400)[0] == (
+        "_deleted_at < TIMESTAMP '2026-09-14 00:00:00'")

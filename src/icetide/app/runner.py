@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import signal
 import threading
 import time
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from icetide.app import recreated, resume, run_alerts
+from icetide.app import adopt, recreated, resume, run_alerts
 from icetide.app.failures import fence_line as _fence_line
 from icetide.app.failures import first_line as _first_line
 from icetide.app.failures import recreated_line as _recreated_line
@@ -27,7 +26,6 @@ from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.errors import (
     CheckpointMismatchError,
-    ConfigError,
     FencedError,
     IcetideError,
     ServiceUnreachableError,
@@ -95,55 +93,13 @@ def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
         runner.close()
 
 
-def refuse_foreign_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter) -> None:
-    """A pipeline starting without a checkpoint whose tables hold another pipeline's offsets for its
-    topics, and none of its own, is most likely that pipeline renamed: it would ingest the topics
-    into them again. Refused (naming both names and the fix) unless ``source.adopt_offsets_from``
-    names it. The dead-letter table is shared by pipelines by default and is not looked at. A routed
-    pipeline's namespaces can hold other pipelines' tables of the same topics (routed elsewhere by
-    design), so there a match is a warning, not a refusal."""
-    from icetide.lake.meta_spark import SparkMeta
-    from icetide.lake.pipelines import pipelines_on
-
-    meta = SparkMeta(spark, cfg.catalog.name)
-    mine = set(cfg.source.topics or [])
-    pattern = None if cfg.source.topics is not None else re.compile(cfg.source.topic_pattern or "")
-    found: dict[str, set[str]] = {}  # other pipeline → tables
-    for table in writer.tables():
-        if table == cfg.dead_letter.table or not meta.exists(table):
-            continue
-        held = pipelines_on(meta.properties(table), meta.snapshots(table))
-        if cfg.name in held:
-            continue
-        for other, wm in held.items():
-            topics = {t for t, _ in wm.offsets}
-            if topics & mine or (pattern is not None and any(pattern.fullmatch(t) for t in topics)):
-                found.setdefault(other, set()).add(table)
-    adopt = cfg.source.adopt_offsets_from
-    strangers = {p: ts for p, ts in found.items() if p != adopt}
-    if strangers and cfg.target.route is not None:
-        for p, tables in sorted(strangers.items()):
-            log.warning("tables %s hold offsets of pipeline '%s' for this pipeline's topics; if this pipeline "
-                        "is '%s' renamed, stop it and set source.adopt_offsets_from: %s, or it ingests them again",
-                        sorted(tables)[:5], p, p, p)
-    elif strangers:
-        p, tables = sorted(strangers.items())[0]
-        raise ConfigError(
-            f"source.adopt_offsets_from: table(s) {', '.join(sorted(tables)[:5])} hold offsets of pipeline '{p}' for "
-            f"this pipeline's topics and none of '{cfg.name}': started under a new name, it would ingest those "
-            f"records again. If this pipeline replaces '{p}', set source.adopt_offsets_from: {p} (it resumes "
-            "exactly where that one stopped); otherwise give it other tables")
-    if adopt is not None and adopt in found:
-        log.warning("pipeline %s adopts the offsets of pipeline %s in %s", cfg.name, adopt, sorted(found[adopt]))
-
-
 def starting_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter) -> str:
     """Where the query starts when it has no checkpoint (ignored by Spark when one exists); a topic
     deleted and created again since it was read first stops the run or sets the checkpoint aside."""
     ckpt = cfg.checkpoint_dir()
     has_checkpoint = checkpoint.exists(spark, ckpt)
     if not has_checkpoint:
-        refuse_foreign_offsets(spark, cfg, writer)
+        adopt.refuse_foreign_offsets(spark, cfg, writer)
     aside = recreated.at_start(spark, cfg, writer, has_checkpoint)  # a topic deleted and created again (#41)
     if aside is not None:
         return aside

@@ -4,8 +4,8 @@ Invariants: a table's watermark is read from the table once and then kept curren
 of this run (:meth:`Ledger.forget` drops it after a failure); :meth:`Ledger.begin` returns None
 when the table already holds the whole batch, else the commit's tags and, for a partial replay,
 the filter that keeps only rows at or above the watermark; every write is inside an in-flight
-marker (:mod:`icetide.lake.inflight`) so orphan cleanup in any process leaves its files alone;
-the watermark is mirrored into a table property at most every ``stream.watermark_mirror_interval``.
+marker (:mod:`icetide.lake.inflight`) so orphan cleanup in any process leaves its files alone; the
+watermark is mirrored into a table property (at most once an interval, never over a newer run's).
 
 Fencing: every append is committed with icetide's JVM ``LedgerFence``, which Iceberg runs inside
 the commit against the table's refreshed metadata: the commit lands only if the newest snapshot of
@@ -345,37 +345,46 @@ class Ledger:
 
     # -- mirroring --------------------------------------------------------------------------
     def _mirror(self, table: str, wm: Watermark, force: bool = False) -> None:
-        """Copy the watermark into a table property so it outlives snapshot expiry.
-
-        It costs a commit, so it happens at most every ``stream.watermark_mirror_interval`` per
-        table (the snapshot summary is the ledger; maintenance mirrors before expiring snapshots).
-        """
+        """Copy the watermark into a table property so it outlives snapshot expiry: a commit, so at most
+        every ``stream.watermark_mirror_interval`` per table, a run's first too (the snapshot summary
+        holds it; maintenance mirrors before it expires snapshots). ``force``: now, errors raised."""
         now = time.monotonic()
-        # The first mirror of a run waits an interval too: the snapshot summary already holds it,
-        # and a fan-out's first batch would otherwise pay one extra commit per table.
         if not force and now - self._mirrored_at.setdefault(table, now) < self._mirror_every:
             self._unmirrored[table] = wm
             return
-        set_property(self.spark, table, self.cfg.name, wm)
-        self._mirrored_at[table] = now
-        self._unmirrored.pop(table, None)
+        try:
+            if force or self._still_newest(table, wm):  # never back over a newer run's commit
+                set_property(self.spark, table, self.cfg.name, wm)
+                self._unmirrored.pop(table, None)
+            self._mirrored_at[table] = now
+        except Exception as e:  # the summary holds it: a committed batch never fails for its copy
+            if force:
+                raise
+            log.warning("could not mirror the watermark of %s: %s", table, error_line(e, 200))
+            self._unmirrored[table] = wm
 
     def flush_mirrors(self) -> None:
         """Mirror every watermark not yet copied (on shutdown), each only while this run's commit is
-        still the table's newest of the pipeline: a stopped or fenced run never moves the mirror back
-        over a newer run's offsets."""
+        still the table's newest of the pipeline (:meth:`_still_newest`)."""
         for table, wm in list(self._unmirrored.items()):
             try:
-                fresh = read_watermark(self.spark, table, self.cfg.name)
-                if fresh is None or (fresh.run, fresh.batch) != (wm.run, wm.batch):
-                    seen = (fresh.run, fresh.batch) if fresh is not None else None
-                    log.info("not mirroring %s: its newest commit of the pipeline is %s, not this run's batch %s",
-                             table, seen, wm.batch)
-                    self._unmirrored.pop(table, None)
-                    continue
-                self._mirror(table, wm, force=True)
+                if self._still_newest(table, wm):
+                    self._mirror(table, wm, force=True)
             except Exception as e:  # the snapshot summaries still hold it
                 log.warning("could not mirror the watermark of %s: %s", table, error_line(e, 200))
+
+    def _still_newest(self, table: str, wm: Watermark) -> bool:
+        """The guard of every mirror, periodic or on shutdown (#41, 8): whether this run's commit
+        ``wm`` is still the pipeline's newest on ``table``. A run paused or stopped after its commit,
+        while another run of the pipeline committed more, never moves the mirror back."""
+        fresh = read_watermark(self.spark, table, self.cfg.name)
+        if fresh is not None and (fresh.run, fresh.batch) == (wm.run, wm.batch):
+            return True
+        seen = (fresh.run, fresh.batch) if fresh is not None else None
+        log.info("not mirroring %s: its newest commit of the pipeline is %s, not this run's batch %s",
+                 table, seen, wm.batch)
+        self._unmirrored.pop(table, None)
+        return False
 
 
 def not_below(wm: Watermark, ranges: BatchRanges) -> Column | None:

@@ -74,21 +74,52 @@ def tombstone_targets(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[st
     return out
 
 
-def stream_time_ms(spark: SparkSession, cfg: PipelineConfig, tombstone_table: str) -> int | None:
-    """The stream's own "now" for a tombstone table (qualified): the newest delete it holds or the
-    CDC table's mirrored Kafka-timestamp watermark of this pipeline, whichever is later (both are at
-    most the true stream time, so tombstones are never trimmed early); None when it holds none."""
+def stream_times_ms(spark: SparkSession, cfg: PipelineConfig, tombstone_table: str) -> dict[int | None, int]:
+    """The stream's own "now" for a tombstone table (qualified), per Kafka partition its deletes came
+    from: the newest delete of that partition. Each partition's tombstones are trimmed by its own
+    progress, so a caught-up partition never trims a lagging one's (#41, 8). When the CDC table reads
+    one partition, its mirrored Kafka-timestamp watermark counts too (it is that partition's).
+    Tombstones with no position (an older icetide, or a table without the column) take the earliest
+    time of all. Every time is at most the true stream time: tombstones are never trimmed early.
+    Empty when the table holds none."""
+    from icetide.ingest.cdc import POSITION
     from icetide.lake.offsets import PROPERTY_PREFIX, Watermark, table_property
 
-    row = spark.sql(f"SELECT CAST(unix_millis(max({DELETED_AT})) AS BIGINT) FROM {tombstone_table}").first()
-    newest = int(row[0]) if row is not None and row[0] is not None else None
+    part = f"{POSITION}.partition" if POSITION in spark.table(tombstone_table).columns else "CAST(NULL AS INT)"
+    rows = spark.sql(f"SELECT {part}, CAST(unix_millis(max({DELETED_AT})) AS BIGINT) FROM {tombstone_table} "
+                     "GROUP BY 1").collect()
+    times: dict[int | None, int] = {r[0]: int(r[1]) for r in rows if r[1] is not None}
     cdc_table = tombstone_table.removesuffix("_tombstones")
-    if table_exists(spark, cdc_table):
+    if times and table_exists(spark, cdc_table):
         prop = table_property(spark, cdc_table, PROPERTY_PREFIX + cfg.name)
-        ts = Watermark.from_property(prop).kafka_ts_max if prop else None
-        if ts is not None:
-            newest = max(newest or 0, int(ts))
-    return newest
+        wm = Watermark.from_property(prop) if prop else None
+        if wm is not None and wm.kafka_ts_max is not None and len(wm.offsets) == 1:
+            only = next(iter(wm.offsets))[1]
+            for p in (only, None):
+                if p in times:
+                    times[p] = max(times[p], int(wm.kafka_ts_max))
+    if None in times:
+        times[None] = min(times.values())
+    return times
+
+
+def _at(t: datetime) -> str:
+    """A timestamp literal (formatted here from a datetime: nothing else reaches SQL)."""
+    return f"TIMESTAMP '{t.strftime('%Y-%m-%d %H:%M:%S')}'"
+
+
+def tombstone_predicate(times: dict[int | None, int], column: str, wall_ms: int, keep: float) -> tuple[str, str]:
+    """The rows of a tombstone table past the horizon (:func:`stream_times_ms`): each partition's
+    older than its own stream time (never past the wall clock) minus ``keep``; tombstones with no
+    position by the earliest. Returns (predicate, the latest cutoff, for the log)."""
+    from icetide.ingest.cdc import POSITION
+
+    cuts = {p: _at(cutoff(min(wall_ms, ms), keep)) for p, ms in times.items()}
+    parts = [f"({POSITION}.partition {'IS NULL' if p is None else f'= {int(p)}'} AND {column} < {at})"
+             for p, at in sorted(cuts.items(), key=lambda x: -1 if x[0] is None else x[0])]
+    if list(cuts) == [None]:  # one time for every row (also a table without the position column)
+        parts = [f"{column} < {cuts[None]}"]
+    return " OR ".join(parts), max(cuts.values())
 
 
 def cutoff(now_ms: int, keep_seconds: float) -> datetime:
@@ -107,23 +138,22 @@ def expire_rows(spark: SparkSession, cfg: PipelineConfig, now_ms: int | None = N
         q = f"{cfg.catalog.name}.{table}"
         if not table_exists(spark, q):
             continue
-        now_ms = wall_ms
-        if (table, column, keep) in tombstones:
-            stream_ms = stream_time_ms(spark, cfg, q)
-            if stream_ms is None:
+        before = _at(cutoff(wall_ms, keep))
+        where = f"{column} < {before}"
+        if (table, column, keep) in tombstones:  # by each partition's own stream time, never the wall clock
+            times = stream_times_ms(spark, cfg, q)
+            if not times:
                 continue
-            now_ms = min(wall_ms, stream_ms)
-        # table and column come from validated config and code; the literal is formatted here
-        literal = f"TIMESTAMP '{cutoff(now_ms, keep).strftime('%Y-%m-%d %H:%M:%S')}'"
+            where, before = tombstone_predicate(times, column, wall_ms, keep)
 
-        def delete(q: str = q, column: str = column, literal: str = literal) -> list[dict[str, Any]] | None:
-            old = spark.sql(f"SELECT count(*) FROM {q} WHERE {column} < {literal}").first()
+        def delete(q: str = q, where: str = where, before: str = before) -> list[dict[str, Any]] | None:
+            old = spark.sql(f"SELECT count(*) FROM {q} WHERE {where}").first()
             n = int(old[0]) if old is not None else 0
             if n == 0:
                 return None
-            spark.sql(f"DELETE FROM {q} WHERE {column} < {literal}")
-            log.info("maintenance: %s: deleted %d rows before %s (retention)", q, n, literal)
-            return [{"deleted_rows": n, "before": literal}]
+            spark.sql(f"DELETE FROM {q} WHERE {where}")
+            log.info("maintenance: %s: deleted %d rows before %s (retention)", q, n, before)
+            return [{"deleted_rows": n, "before": before}]
 
         records += _housekeeping(q, StepName.EXPIRE_ROWS, "retention", delete)
     for own in (cfg.health.history_table, cfg.maintenance.log_table, cfg.maintenance.telemetry_table):
