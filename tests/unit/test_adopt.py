@@ -49,3 +49,22 @@ def test_a_pipeline_still_committing_is_refused_naming_it_and_the_fix(monkeypatc
     text = str(err.value)
     assert text.startswith("source.adopt_offsets_from: pipeline 'old' committed to ns.orders")
     assert "still running" in text and "stop 'old'" in text and "stream.takeover_after (60 s)" in text
+
+
+def test_a_stop_during_the_wait_ends_the_start_and_a_skewed_clock_waits_no_longer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review: SIGTERM was ignored during the wait; a commit stamped ahead of this clock made the
+    wait unbounded; the adopted pipeline gone from the second read raised KeyError."""
+    from icetide.errors import StoppedBeforeStart
+
+    monkeypatch.setattr(adopt, "foreign_offsets", lambda spark, cfg, writer: _held(5.0))
+    with pytest.raises(StoppedBeforeStart):
+        adopt.refuse_foreign_offsets(cast(Any, None), _cfg(), cast(Any, None), sleep=lambda s: True)
+    waits = []
+    answers = iter([_held(-3600.0), _held(120.0)])  # an hour in the future, then quiet
+    monkeypatch.setattr(adopt, "foreign_offsets", lambda spark, cfg, writer: next(answers))
+    adopt.refuse_foreign_offsets(cast(Any, None), _cfg(), cast(Any, None), sleep=waits.append)
+    assert len(waits) == 1 and waits[0] <= 61
+    answers = iter([_held(5.0), {}])  # its offsets gone from the tables at the second read
+    monkeypatch.setattr(adopt, "foreign_offsets", lambda spark, cfg, writer: next(answers))
+    adopt.refuse_foreign_offsets(cast(Any, None), _cfg(), cast(Any, None), sleep=lambda s: None)

@@ -60,3 +60,10 @@ def test_ci_stop_49_a_test_service_port_is_outside_the_ephemeral_range_and_free(
     with socket.socket() as taken:  # a bound port is never chosen
         taken.bind(("127.0.0.1", 0))
         assert stack._bindable(taken.getsockname()[1]) is False
+
+
+def test_a_host_whose_ephemeral_range_is_every_port_still_gets_a_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review: with ``ip_local_port_range`` 1024-65535 the choice raised ValueError (an empty range)."""
+    monkeypatch.setattr(stack, "_ephemeral_range", lambda: (1024, 65535))
+    p = free_port_block(2)
+    assert 20000 <= p < 40000

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
-from icetide.errors import ConfigError
+from icetide.errors import ConfigError, StoppedBeforeStart
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,14 +54,15 @@ def foreign_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWrite
 
 
 def refuse_foreign_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter,
-                           sleep: Callable[[float], None] = time.sleep) -> None:
+                           sleep: Callable[[float], bool | None] = time.sleep) -> None:
     """A pipeline starting without a checkpoint whose tables hold another pipeline's offsets for its
     topics, and none of its own, is most likely that pipeline renamed: it would ingest the topics
     into them again. Refused (naming both names and the fix) unless ``source.adopt_offsets_from``
     names it. A routed pipeline's namespaces can hold other pipelines' tables of the same topics
     (routed elsewhere by design), so there a match is a warning, not a refusal. The pipeline adopted
     must have stopped: while it committed within ``stream.takeover_after``, the start waits that
-    long once, then refuses."""
+    long once, then refuses. A heuristic: a pipeline still running but idle that long (no records,
+    an outage) is not told apart from one stopped. ``sleep``: the wait (True: a stop was asked)."""
     found = foreign_offsets(spark, cfg, writer)
     adopt = cfg.source.adopt_offsets_from
     strangers = {p: ts for p, ts in found.items() if p != adopt}
@@ -84,7 +85,7 @@ def refuse_foreign_offsets(spark: SparkSession, cfg: PipelineConfig, writer: Bat
         if attempt:  # read again: the snapshots it committed since
             found = foreign_offsets(spark, cfg, writer)
         newest = max((wm.committed_at_ms for wm in found.get(adopt, {}).values()), default=0)
-        ago = time.time() - newest / 1000
+        ago = max(0.0, time.time() - newest / 1000)  # a commit stamped ahead of this clock: just now
         if ago >= quiet_s:
             break
         if attempt:
@@ -95,5 +96,7 @@ def refuse_foreign_offsets(spark: SparkSession, cfg: PipelineConfig, writer: Bat
                 f"committed for stream.takeover_after ({quiet_s:.0f} s)")
         log.warning("pipeline %s adopts the offsets of pipeline %s, which committed %.0f s ago: waiting until it has "
                     "not committed for %.0f s (stream.takeover_after)", cfg.name, adopt, ago, quiet_s)
-        sleep(quiet_s - ago + 1)
-    log.warning("pipeline %s adopts the offsets of pipeline %s in %s", cfg.name, adopt, sorted(found[adopt]))
+        if sleep(quiet_s - ago + 1):
+            raise StoppedBeforeStart(f"stopped by a signal while waiting for pipeline '{adopt}' to stop: nothing ran")
+    log.warning("pipeline %s adopts the offsets of pipeline %s in %s", cfg.name, adopt,
+                sorted(found.get(adopt, {})))

@@ -29,6 +29,7 @@ from icetide.errors import (
     FencedError,
     IcetideError,
     ServiceUnreachableError,
+    StoppedBeforeStart,
     TopicRecreatedError,
     TransientError,
     is_fenced,
@@ -93,13 +94,14 @@ def run_until_stopped(cfg: PipelineConfig, duration: float | None = None,
         runner.close()
 
 
-def starting_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter) -> str:
+def starting_offsets(spark: SparkSession, cfg: PipelineConfig, writer: BatchWriter,
+                     wait: Callable[[float], bool | None] = time.sleep) -> str:
     """Where the query starts when it has no checkpoint (ignored by Spark when one exists); a topic
     deleted and created again since it was read first stops the run or sets the checkpoint aside."""
     ckpt = cfg.checkpoint_dir()
     has_checkpoint = checkpoint.exists(spark, ckpt)
     if not has_checkpoint:
-        adopt.refuse_foreign_offsets(spark, cfg, writer)
+        adopt.refuse_foreign_offsets(spark, cfg, writer, wait)
     aside = recreated.at_start(spark, cfg, writer, has_checkpoint)  # a topic deleted and created again (#41)
     if aside is not None:
         return aside
@@ -168,8 +170,8 @@ class Runner:
     def _start(self) -> StreamingQuery:
         cfg = self.cfg
         route = cfg.target.route
-        kafka = source.read_stream(self.spark, cfg.source, starting_offsets(self.spark, cfg, self.writer),
-                                   headers=route is not None and route.by == "header")
+        start = starting_offsets(self.spark, cfg, self.writer, self._stop.wait)
+        kafka = source.read_stream(self.spark, cfg.source, start, headers=route is not None and route.by == "header")
         query = (
             kafka.writeStream.foreachBatch(self.writer)
             .queryName(f"icetide_{cfg.name.replace('-', '_')}")
@@ -188,6 +190,8 @@ class Runner:
                 return None
             try:
                 return self._start()
+            except StoppedBeforeStart:  # a stop asked while the start waited (adopt_offsets_from)
+                return None
             except Exception as e:
                 waitable = isinstance(e, ServiceUnreachableError) or not isinstance(e, IcetideError) or not e.terminal
                 if not waitable or _terminal(e) or not budget.failed(self.writer.counters.batches):

@@ -37,7 +37,7 @@ from icetide.errors import FENCE_MARKER, FencedError, TopicRecreatedError, is_co
 from icetide.ingest import multi_write
 from icetide.ingest.recreated import Recreated, Topics, confirm_stale, ids_to_record, stop_message
 from icetide.lake import inflight
-from icetide.lake.fence import FENCE_CLASS, Fence, fenced_append, fenced_write
+from icetide.lake.fence import FENCE_CLASS, Fence, drop_stale_branches, fenced_append, fenced_write
 from icetide.lake.offsets import BatchRanges, Watermark, commit_properties, read_watermark, set_property, set_restarted
 from icetide.lake.table_io import TableIO
 from icetide.lake.tables import table_exists
@@ -226,11 +226,12 @@ class Ledger:
         self._recent[p.table] = new.batch
         if p.table not in self._swept:  # once per table per run, and again after any failure
             self._swept.add(p.table)
-            try:
+            try:  # and the branches of other runs' writes that never landed (they pin files)
                 gone = inflight.sweep(self.table_io(p.table), self.cfg.name, self.run_id, (self.run_id, new.batch))
-                if gone:
-                    log.info("removed the in-flight markers of runs %s on %s: their commits can no longer land",
-                             gone, p.table)
+                dropped = drop_stale_branches(self.spark, p.table, self.cfg.name, self.run_id)
+                if gone or dropped:
+                    log.info("removed the in-flight markers of runs %s and branches %s on %s: their commits can no "
+                             "longer land", gone, dropped, p.table)
             except Exception as e:  # markers only ever hold cleanup back; never fail a committed batch
                 log.warning("could not sweep in-flight markers of %s: %s", p.table, error_line(e, 200))
         self._mirror(p.table, new)
@@ -380,9 +381,8 @@ class Ledger:
         fresh = read_watermark(self.spark, table, self.cfg.name)
         if fresh is not None and (fresh.run, fresh.batch) == (wm.run, wm.batch):
             return True
-        seen = (fresh.run, fresh.batch) if fresh is not None else None
-        log.info("not mirroring %s: its newest commit of the pipeline is %s, not this run's batch %s",
-                 table, seen, wm.batch)
+        log.info("not mirroring %s: its newest commit of the pipeline is %s, not this run's batch %s", table,
+                 (fresh.run, fresh.batch) if fresh is not None else None, wm.batch)
         self._unmirrored.pop(table, None)
         return False
 

@@ -177,7 +177,8 @@ def data_loss_message(pipeline: str, what: str, held: TableLost | None = None, r
         return (f"source.on_data_loss: Kafka deleted records pipeline '{pipeline}' was reading ({what}). This "
                 f"batch is already in {', '.join(written)} (written in one pass before the rest was read); the "
                 "other tables and the dead letters have nothing of it. To go on, set source.on_data_loss: continue "
-                "(what is gone is reported as a gap); to keep the records, produce them to the topic again first")
+                "(what is gone is reported as a gap of each other table; producing the records again would land "
+                "them twice in the tables named)")
     if held:
         return (f"source.on_data_loss: Kafka deleted records of a batch pipeline '{pipeline}' replays after a "
                 f"crash ({what}; may lack part of it: {describe_tables(held)}). To go on, set "

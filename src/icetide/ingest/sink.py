@@ -287,49 +287,49 @@ class BatchWriter:
         flags = routing.flags(cfg.target.route, [p.table for p in prepared.plans], rejected)
 
         state = BatchState()
-        alone = prepared.plans
-        appends = [p for p in alone if cfg.target.policy_for(p.table).cdc is None]
-        if appends and self._multi_table_write():  # icetide's JVM writer: fenced commits, one job
-            merges = [p for p in alone if cfg.target.policy_for(p.table).cdc is not None]
-            alone = merges + self.multi_table.write(rows, appends, ctx, state)
-            lap("together_commit")
-        self.per_table.write(rows, alone, ctx, state)
-        lap("write")
-
-        if done is not None:
-            state.written.update(done.committed)
-            state.ts_max.extend(done.ts_max)
-            formats = self.preparer.formats
-            for x in done.with_bad:  # Avro: decoded first (with_decoded), as every parse of it
-                parsed = formats.without_decoded(decode.parse(
-                    formats.with_decoded(batch.where(table_col == F.lit(x))),
-                    formats.parse_columns(self.spark, self.preparer.schema(x), cfg.source.max_value_bytes)))
-                state.bad.append(decode.dead_letter_rows(parsed.where(~decode.is_good()), cfg.name, F.lit(x)))
-        if route_errors > 0 or rejected or overflow:
-            route_error, route_message = flags
-            flagged = rows.withColumn("_e", route_error).withColumn("_m", route_message).where(F.col("_e").isNotNull())
-            state.bad.append(decode.dead_letter_rows(flagged, cfg.name, table_col, "_e", "_m"))
-        dead, by_table = 0, DeadByTable()
-        if state.bad:
-            d = self._dead_letters(state.bad, ctx, state)
-            if d is None:
-                state.skipped.append(self.cfg.dead_letter.table)
-            else:
-                dead, by_table = d
-        classes: dict[str, int] = {}
-        for counts in by_table.values():
-            for c, k in counts.items():
+        try:  # the CDC rows a batch cached are released however it ends (a fence, a replay)
+            alone = prepared.plans
+            appends = [p for p in alone if cfg.target.policy_for(p.table).cdc is None]
+            if appends and self._multi_table_write():  # icetide's JVM writer: fenced commits, one job
+                merges = [p for p in alone if cfg.target.policy_for(p.table).cdc is not None]
+                alone = merges + self.multi_table.write(rows, appends, ctx, state)
+                lap("together_commit")
+            self.per_table.write(rows, alone, ctx, state)
+            lap("write")
+            if done is not None:
+                state.written.update(done.committed)
+                state.ts_max.extend(done.ts_max)
+                formats = self.preparer.formats
+                for x in done.with_bad:  # Avro: decoded first (with_decoded), as every parse of it
+                    parsed = formats.without_decoded(decode.parse(
+                        formats.with_decoded(batch.where(table_col == F.lit(x))),
+                        formats.parse_columns(self.spark, self.preparer.schema(x), cfg.source.max_value_bytes)))
+                    state.bad.append(decode.dead_letter_rows(parsed.where(~decode.is_good()), cfg.name, F.lit(x)))
+            if route_errors > 0 or rejected or overflow:
+                route_error, route_message = flags
+                flagged = rows.withColumn("_e", route_error).withColumn("_m", route_message).where(
+                    F.col("_e").isNotNull())
+                state.bad.append(decode.dead_letter_rows(flagged, cfg.name, table_col, "_e", "_m"))
+            dead, by_table = 0, DeadByTable()
+            if state.bad:
+                d = self._dead_letters(state.bad, ctx, state)
+                if d is None:
+                    state.skipped.append(self.cfg.dead_letter.table)
+                else:
+                    dead, by_table = d
+            classes: dict[str, int] = {}
+            for c, k in ((c, k) for counts in by_table.values() for c, k in counts.items()):
                 classes[c] = classes.get(c, 0) + k
-        lap("dead_letters")
-        for frame in state.release:
-            frame.unpersist()
+            lap("dead_letters")
+        finally:
+            for frame in state.release:
+                frame.unpersist()
         records = sum(state.written.values()) + dead + state.tombstones
         result = BatchResult(ctx.batch_id, records, state.written, dead, state.skipped, time.monotonic() - started,
                              max(state.ts_max) if state.ts_max else None, classes,
                              {p.table: p.evolved for p in prepared.plans if p.evolved},
                              [*(done.created if done is not None else []), *prepared.created],
-                             lap.timings,
-                             sorted({*self.preparer.inferred, *(done.inferred if done is not None else [])}),
+                             lap.timings, sorted({*self.preparer.inferred, *(done.inferred if done else [])}),
                              state.tombstones)
         result.config_refused = {t: msg for t, (cls, msg) in prepared.refused.items()
                                  if cls == "table_policy" and CONFIG_ROOTED.match(msg)}

@@ -16,6 +16,7 @@ concurrent commit is Iceberg's ``ValidationException`` (transient: write again o
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -125,3 +126,27 @@ def with_commit_properties(spark: SparkSession, properties: dict[str, str], fn: 
         if call.error is not None:
             raise call.error from None
         raise
+
+
+_BRANCH_RE = re.compile(r"icetide_[A-Za-z0-9_-]{1,64}")
+
+
+def drop_stale_branches(spark: SparkSession, table: str, pipeline: str, run: str) -> list[str]:
+    """Remove the branches other runs of ``pipeline`` left on ``table`` (qualified) with a write on
+    them that never landed: a crash between a fenced write and its publish (#41, 8: such a branch
+    pinned the files its write made for a day, until it expired). Called by a run once it has
+    committed to the table, so it is the pipeline's live run there: a paused run whose branch is
+    dropped finds it gone when it wakes, a commit conflict, and writes again, fenced. A branch with
+    no write of its own (a crash before the write) pins nothing new and is left to expire."""
+    from icetide.lake.offsets import K_PIPELINE, K_RUN
+
+    rows = spark.sql(f"SELECT r.name, s.summary FROM {table}.refs r JOIN {table}.snapshots s "
+                     "ON r.snapshot_id = s.snapshot_id WHERE r.type = 'BRANCH'").collect()
+    dropped = []
+    for name, summary in rows:
+        summary = summary or {}
+        if (_BRANCH_RE.fullmatch(str(name)) and name != f"icetide_{run}" and summary.get(K_PIPELINE) == pipeline
+                and summary.get(K_RUN) != run):
+            spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS `{name}`")
+            dropped.append(str(name))
+    return dropped

@@ -79,9 +79,9 @@ def stream_times_ms(spark: SparkSession, cfg: PipelineConfig, tombstone_table: s
     from: the newest delete of that partition. Each partition's tombstones are trimmed by its own
     progress, so a caught-up partition never trims a lagging one's (#41, 8). When the CDC table reads
     one partition, its mirrored Kafka-timestamp watermark counts too (it is that partition's).
-    Tombstones with no position (an older icetide, or a table without the column) take the earliest
-    time of all. Every time is at most the true stream time: tombstones are never trimmed early.
-    Empty when the table holds none."""
+    Tombstones with no position (an older icetide, or a table without the column) share the earliest
+    time of all. A partition's time is at most its true stream time; the position names no topic, so
+    partitions of one number in several topics share one (docs/guarantees.md). Empty: none held."""
     from icetide.ingest.cdc import POSITION
     from icetide.lake.offsets import PROPERTY_PREFIX, Watermark, table_property
 

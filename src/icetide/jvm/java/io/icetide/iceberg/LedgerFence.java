@@ -41,9 +41,6 @@ import org.apache.iceberg.util.SnapshotUtil;
  * fence validated again inside that commit. So such a write lands only where the fence approves.
  */
 public final class LedgerFence implements SnapshotAncestryValidator {
-  /** How long a branch a crash left between stage and publish outlives its staging (then expiry removes it). */
-  static final long STALE_BRANCH_MS = 3600L * 1000;
-
   /** Text in the failure message by which icetide recognises a fenced commit. */
   public static final String MARKER = "icetide-fence:";
 
@@ -148,12 +145,9 @@ public final class LedgerFence implements SnapshotAncestryValidator {
     } else {
       update.createBranch(branch, head.snapshotId());
     }
-    // a branch left behind by a crash between stage and publish expires an hour from now, at the
-    // next snapshot expiry, and no longer pins the files its write made (#41, 8: it was a day). The
-    // age counts from its head snapshot's time, which on an idle table may be long past. A run
-    // paused longer than that between stage and publish finds its branch gone: a commit conflict,
-    // so it writes again, fenced.
-    long age = Math.max(0L, System.currentTimeMillis() - head.timestampMillis()) + STALE_BRANCH_MS;
+    // a branch left behind by a crash between stage and publish expires a day from now (the age
+    // counts from its head snapshot's time, which on an idle table may be long past)
+    long age = Math.max(0L, System.currentTimeMillis() - head.timestampMillis()) + 24L * 3600 * 1000;
     update.setMaxRefAgeMs(branch, age).commit();
     return String.valueOf(head.snapshotId());
   }
