@@ -34,7 +34,7 @@ from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.config.policy import MaintenancePolicy, StepName
 from icetide.health.watch import namespaces
-from icetide.ingest.cdc import DELETED_AT
+from icetide.ingest.cdc import DELETED_AT, POSITION
 from icetide.lake.tables import expire_in_driver, list_tables, table_exists
 from icetide.maintenance.executor import ActionRecord
 from icetide.secrets import error_line
@@ -82,7 +82,6 @@ def stream_times_ms(spark: SparkSession, cfg: PipelineConfig, tombstone_table: s
     Tombstones with no position (an older icetide, or a table without the column) share the earliest
     time of all. A partition's time is at most its true stream time; the position names no topic, so
     partitions of one number in several topics share one (docs/guarantees.md). Empty: none held."""
-    from icetide.ingest.cdc import POSITION
     from icetide.lake.offsets import PROPERTY_PREFIX, Watermark, table_property
 
     part = f"{POSITION}.partition" if POSITION in spark.table(tombstone_table).columns else "CAST(NULL AS INT)"
@@ -112,7 +111,6 @@ def tombstone_predicate(times: dict[int | None, int], column: str, wall_ms: int,
     """The rows of a tombstone table past the horizon (:func:`stream_times_ms`): each partition's
     older than its own stream time (never past the wall clock) minus ``keep``; tombstones with no
     position by the earliest. Returns (predicate, the latest cutoff, for the log)."""
-    from icetide.ingest.cdc import POSITION
 
     cuts = {p: _at(cutoff(min(wall_ms, ms), keep)) for p, ms in times.items()}
     parts = [f"({POSITION}.partition {'IS NULL' if p is None else f'= {int(p)}'} AND {column} < {at})"
