@@ -25,7 +25,11 @@ def test_steady_batches_take_one_pass_and_the_rest_still_lands(kafka, spark, lak
     ns = unique("op")
     topic = f"op-{ns[3:]}"
     create_topic(kafka.bootstrap, topic, 2)
-    cfg = load_config(routed_config(kafka, lake, tmp_path, ns, topic))
+    path = routed_config(kafka, lake, tmp_path, ns, topic)
+    raw = yaml.safe_load(path.read_text())
+    raw["stream"]["discovery_records"] = 120  # the heads of the 2 partitions hold 3 of the first batch's 4 tables
+    path.write_text(yaml.safe_dump(raw))
+    cfg = load_config(path)
     caplog.set_level(logging.INFO, logger="icetide")
     produced: Counter[str] = Counter()
     ids: dict[str, list[str]] = {}
@@ -45,11 +49,20 @@ def test_steady_batches_take_one_pass_and_the_rest_still_lands(kafka, spark, lak
         return (sum(e["records"] for e in events()) == sum(produced.values()) + dead
                 and all(counts(spark, ns).get(k, 0) == n for k, n in produced.items()))
 
+    # The first batch, produced before the pipeline starts: 600 records of three tables, then 100 of
+    # a fourth that start deeper in each partition than the 120 records discovery reads.
+    send(kafka.bootstrap, topic, [record(k) for k in ("orders", "clicks", "views") * 200]
+         + [record("late") for _ in range(100)], 2)
     runner = Runner(cfg, spark=spark)
     with Background(runner):
-        send(kafka.bootstrap, topic, [record(k) for k in ("orders", "clicks", "views") * 200], 2)
         wait_until(lambda: landed(0), 240, "the first rows")
         first = len(events())
+        # #39 item 3: the first batch found its tables from the partitions' heads, created them and wrote
+        # them in one pass; the table the heads did not show took the usual path, created there.
+        opening = events()[0]
+        assert opening["records"] == 700 and {"discover", "one_pass_job", "admit"} <= set(opening["timings"]), opening
+        assert sorted(opening["created"]) == [f"{ns}.{k}" for k in ("clicks", "late", "orders", "views")], opening
+        assert opening["inferred"] and set(opening["inferred"]) >= {f"{ns}.{k}" for k in ("clicks", "orders", "views")}
         send(kafka.bootstrap, topic, [record(k) for k in ("orders", "clicks", "views") * 200], 2)
         wait_until(lambda: landed(0), 240, "rows of known shapes")
         steady = [e for e in events()[first:] if e["records"]]

@@ -85,6 +85,15 @@ class StreamSettings(Strict):
         "checks, shape and row from one token stream, with Spark's own converter); false: Spark expressions "
         "(a check UDF, then from_json). Same rows and dead letters either way",
     )
+    discovery_records: int = Field(
+        default=1000,
+        ge=0,
+        le=1_000_000,
+        description="Routed JSON pipelines, with one_pass_write: when no table was written lately (a run's first "
+        "batch), read this many records from the head of each Kafka partition of the batch first, create the new "
+        "tables they route to (from target.schema, or inferred from those records) and write the whole batch in "
+        "one pass; what they missed takes the usual two passes. 0: the usual two passes for such a batch",
+    )
     batch_log_table: TableId | None = Field(
         default="icetide.ingest_batches",
         description="namespace.table keeping per-batch metrics per table (null: log only)",

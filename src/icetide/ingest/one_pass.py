@@ -15,7 +15,8 @@ and aborted otherwise, its files unreferenced. Everything the pass did not settl
 tables, a shape that needs a schema change, records that failed routing or parsing, tables left out
 because a replay or a policy needs the usual path) goes through the usual two passes, reading only
 what is left. A single-table pipeline with ``target.schema`` creates its table from it first, so even
-its first batch takes one pass.
+its first batch takes one pass; a routed one finds (and creates) its first batch's tables from the
+head of each Kafka partition (:mod:`icetide.ingest.discover`), and writes that batch in one pass too.
 
 Invariant: a table is committed by exactly one of the two passes in a batch, with the same tags.
 """
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pyspark.sql.types import StructType
 
-from icetide.ingest import evolution, inference, multi_write, names, routing, shapes
+from icetide.ingest import discover, evolution, inference, multi_write, names, routing, shapes
 from icetide.ingest.ledger import Pending
 from icetide.ingest.one_pass_frames import Target, declared_frame, decoded_frame, frame, id_of_shape
 from icetide.ingest.strategies import BatchContext, Strategy
@@ -98,11 +99,19 @@ class OnePass(Strategy):
             return (not t.evolve_schema or pre.shapes.knows(x, pre.schema(x))
                     or (shapes.settles(pre.schema(x)) and self._unsettled.get(x) != pre.schema(x).json()))
 
+        found = discover.Found()
+        if (t.route is not None and not declared and cfg.stream.discovery_records
+                and not any(ctx.batch_id - last(x) <= RECENT_BATCHES for x in pre.known_tables())):
+            found = discover.discover(self.spark, cfg, pre, ctx.ranges)  # a first batch: its tables from a sample
+            if found.tables:
+                self._drifted = ctx.batch_id  # keep a value per shape: the sample may not show every shape
+            ctx.lap("discover")
+        created += found.created
         candidates = [x for x in sorted(pre.known_tables())
-                      if (t.route is None or ctx.batch_id - last(x) <= RECENT_BATCHES)
+                      if (t.route is None or ctx.batch_id - last(x) <= RECENT_BATCHES or x in found.tables)
                       and t.policy_for(x).cdc is None and may_fit(x)]
         if not candidates:
-            return None
+            return Result(rest=True, created=created) if created else None
         if len(candidates) > MAX_TARGETS:
             candidates = sorted(sorted(candidates, key=lambda x: -last(x))[:MAX_TARGETS])
         job = multi_write.MultiTableWrite(self.spark)
@@ -119,7 +128,7 @@ class OnePass(Strategy):
 
         staged = {x: p for x, p in zip(candidates, self.parallel(add, candidates), strict=True) if p is not None}
         if not staged:
-            return None
+            return Result(rest=True, created=created) if created else None
         order = sorted(staged)
         targets = [Target(x, pre.schema(x), pre.full_schema(x)) for x in order]
         # With evolution, while shapes are new (a table's first batches, drift in the last few batches)
@@ -182,8 +191,9 @@ class OnePass(Strategy):
             unsure = [x for x in order if t.evolve_schema and written[x].good + written[x].bad > 0
                       and not pre.shapes.covers(x, pre.schema(x), job.shapes(x))]
         settled = self._fits(unsure, job) if sample and unsure else set()
+        result.inferred = sorted(found.inferred)
         if settled:
-            result.inferred = sorted(settled)
+            result.inferred = sorted({*settled, *found.inferred})
             self._drifted = ctx.batch_id
         for x in order:
             w = written[x]

@@ -170,11 +170,16 @@ def _watermarks(src: KafkaSource, tps: list[TopicPartition], which: int, timeout
         c.close()
 
 
+def kafka_options(src: KafkaSource) -> dict[str, str]:
+    """Spark's Kafka source options that reach the brokers (the stream's and discovery's reads)."""
+    return {"kafka.bootstrap.servers": src.bootstrap_servers, **{f"kafka.{k}": v for k, v in src.options.items()}}
+
+
 def read_stream(spark: SparkSession, src: KafkaSource, starting_offsets: str,
                 headers: bool = False) -> DataFrame:
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", src.bootstrap_servers)
+        .options(**kafka_options(src))
         .option("startingOffsets", starting_offsets)
         # 'continue': Spark skips what retention deleted and the sink reports it (RetentionProbe)
         .option("failOnDataLoss", "true" if src.on_data_loss == "stop" else "false")
@@ -188,8 +193,6 @@ def read_stream(spark: SparkSession, src: KafkaSource, starting_offsets: str,
         reader = reader.option("maxOffsetsPerTrigger", str(src.max_offsets_per_trigger))
     if src.min_partitions:
         reader = reader.option("minPartitions", str(src.min_partitions))
-    for k, v in src.options.items():
-        reader = reader.option(f"kafka.{k}", v)
     return reader.load()
 
 
