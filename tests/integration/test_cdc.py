@@ -8,6 +8,8 @@ make each batch longer."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import random
 import time
@@ -27,7 +29,8 @@ KEYS, CHANGES = 10_000, 100_000
 PER_BATCH = 40_000
 
 
-def test_debezium_changes_land_as_the_exact_final_state_on_merge_on_read(kafka, spark, lake, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_debezium_changes_land_as_the_exact_final_state_on_merge_on_read(kafka, spark, lake, tmp_path,  # type: ignore[no-untyped-def]
+                                                                         caplog) -> None:
     topic, table = unique("cdc"), f"it.{unique('customers')}"
     create_topic(kafka.bootstrap, topic, 4)
     stream = generate(KEYS, CHANGES, seed=41, debezium=True, bad_every=997)
@@ -38,10 +41,17 @@ def test_debezium_changes_land_as_the_exact_final_state_on_merge_on_read(kafka, 
     raw["source"]["max_offsets_per_trigger"] = PER_BATCH
     cfg.write_text(yaml.safe_dump(raw))
 
+    caplog.set_level(logging.INFO, logger="icetide")
     runner = run_in_process(spark, cfg)
 
     assert_final_state(spark, table, stream)
     fq = f"icetide.{table}"
+    # #39 item 4: a CDC table's change shapes settle like any table's: the first batch infers its rows,
+    # a later batch whose changes show only shapes seen before skips inference
+    events = [json.loads(r.getMessage()) for r in caplog.records
+              if r.name == "icetide.ingest.sink" and r.getMessage().startswith('{"event": "batch"')]
+    assert len(events) >= 3 and table in events[0]["inferred"], events
+    assert any(table not in e["inferred"] for e in events[1:]), [e["inferred"] for e in events]
     props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {fq}").collect()}
     assert props["write.merge.mode"] == props["write.update.mode"] == props["write.delete.mode"] == "merge-on-read"
     # dead letters: changes without a key or with an unknown operation, with the reason

@@ -114,7 +114,7 @@ def test_retention_cuts_whole_days_and_covers_only_icetide_logs() -> None:
 def test_a_column_type_follows_most_values_not_one_outlier() -> None:
     from pyspark.sql.types import BooleanType, DoubleType
 
-    from icetide.ingest.evolution import _majority
+    from icetide.ingest.value_checks import _majority
 
     assert _majority(present=300, numbers=299, integers=299, booleans=0) == LongType()
     assert _majority(present=300, numbers=299, integers=120, booleans=0) == DoubleType()

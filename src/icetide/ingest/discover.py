@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -87,8 +88,10 @@ def read_heads(spark: SparkSession, cfg: PipelineConfig, ranges: BatchRanges) ->
     return decode.with_kafka_columns(reader.load())
 
 
-def discover(spark: SparkSession, cfg: PipelineConfig, pre: Preparer, ranges: BatchRanges) -> Found:
-    """Find the tables a routed batch goes to from its partitions' heads; create the new ones."""
+def discover(spark: SparkSession, cfg: PipelineConfig, pre: Preparer, ranges: BatchRanges,
+             lap: Callable[[str], None] = lambda name: None) -> Found:
+    """Find the tables a routed batch goes to from its partitions' heads; create the new ones.
+    ``lap(name)`` closes a phase of the batch's timings (``discover_read``, ``discover_create``)."""
     t = cfg.target
     found = Found()
     cached: DataFrame | None = None
@@ -101,6 +104,7 @@ def discover(spark: SparkSession, cfg: PipelineConfig, pre: Preparer, ranges: Ba
         tables = [x for x in admission.accepted if t.policy_for(x).cdc is None]
         known = pre.known_tables()
         new = [x for x in tables if x not in known]
+        lap("discover_read")
         prepared = pre.prepare(cached, new) if new else None
     except IcetideError:
         raise
@@ -113,6 +117,8 @@ def discover(spark: SparkSession, cfg: PipelineConfig, pre: Preparer, ranges: Ba
     finally:
         if cached is not None:
             cached.unpersist()
+    if prepared is not None:
+        lap("discover_create")
     refused = set(prepared.refused) if prepared is not None else set()
     found.tables = [x for x in tables if x not in refused]
     found.created = list(prepared.created) if prepared is not None else []

@@ -26,15 +26,11 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
-    BooleanType,
     DataType,
     DecimalType,
     DoubleType,
@@ -43,7 +39,6 @@ from pyspark.sql.types import (
     LongType,
     MapType,
     NullType,
-    StringType,
     StructField,
     StructType,
 )
@@ -52,7 +47,7 @@ from icetide.ingest import names
 from icetide.ingest.names import RESERVED_PREFIXES
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -241,75 +236,6 @@ def _walk_type(path: Path, have: DataType, seen: DataType, evo: Evolution, budge
     elif isinstance(have, DecimalType) and isinstance(seen, (LongType, DoubleType, DecimalType)) \
             and not path.in_list:
         evo.decimal_candidates.append((path, have))
-
-
-def check_values(rows: DataFrame, evo: Evolution, text: Column | None = None) -> None:
-    """Decide value-dependent changes (int overflow, decimal digits, nulls in required fields), and
-    the type of each new top-level field that inference made a string (see :func:`_majority`).
-
-    ``text`` is each record's row as JSON text: the record value by default; for CDC tables the row
-    inside the change (a Debezium envelope's ``after``/``before``), whose values are the columns'."""
-    required = [p for p in evo.required if not p.in_list]
-    strings = [i for i, (p, t) in enumerate(evo.added) if isinstance(t, StringType) and len(p.parts) == 1]
-    if not (evo.int_candidates or evo.decimal_candidates or required or strings):
-        return
-    text = F.col("value").cast("string") if text is None else text
-    values = names.field_texts(text, [*(evo.added[i][0].given for i in strings),
-                                      *(p.given for p in evo.int_candidates),
-                                      *(p.given for p, _ in evo.decimal_candidates), *(p.given for p in required)])
-    aggs: list[Column] = []
-    for j, i in enumerate(strings):
-        name = evo.added[i][0].given[0]
-        def kind(t: DataType, name: str = name) -> Column:
-            return F.from_json(text, StructType([StructField(name, t, True)]))[name].isNotNull()
-        aggs += [F.count_if(values[(name,)].isNotNull()).alias(f"s_all{j}"),
-                 F.count_if(kind(DoubleType())).alias(f"s_num{j}"), F.count_if(kind(LongType())).alias(f"s_int{j}"),
-                 F.count_if(kind(BooleanType())).alias(f"s_bool{j}")]
-    for i, p in enumerate(evo.int_candidates):
-        v = values[p.given].try_cast("long")
-        aggs += [F.min(v).alias(f"imin{i}"), F.max(v).alias(f"imax{i}")]
-    for i, (p, _) in enumerate(evo.decimal_candidates):
-        v = values[p.given].try_cast("double")
-        aggs.append(F.max(F.abs(v)).alias(f"dmax{i}"))
-    for i, p in enumerate(required):
-        aggs.append(F.count_if(values[p.given].isNull()).alias(f"null{i}"))
-    r = rows.agg(*aggs).first()
-    assert r is not None
-    for i, p in enumerate(evo.int_candidates):
-        lo, hi = r[f"imin{i}"], r[f"imax{i}"]
-        if (lo is not None and lo < INT_MIN) or (hi is not None and hi > INT_MAX):
-            evo.widened.append((p, IntegerType(), LongType()))
-    for i, (p, dec) in enumerate(evo.decimal_candidates):
-        m = r[f"dmax{i}"]
-        if m is None or not math.isfinite(m):
-            continue
-        digits = len(str(int(m))) if m >= 1 else 1
-        if digits > dec.precision - dec.scale and dec.scale + digits <= 38:
-            evo.widened.append((p, dec, DecimalType(dec.scale + digits, dec.scale)))
-    for i, p in enumerate(required):
-        if r[f"null{i}"]:
-            evo.optional.append(p)
-    for j, i in enumerate(strings):
-        chosen = _majority(r[f"s_all{j}"], r[f"s_num{j}"], r[f"s_int{j}"], r[f"s_bool{j}"])
-        if chosen is not None:
-            path = evo.added[i][0]
-            evo.added[i] = (path, chosen)
-            log.warning("new column %s: %s, as most of its values are (the others are type_mismatch dead letters)",
-                        path.name, chosen.simpleString())
-
-
-def _majority(present: int, numbers: int, integers: int, booleans: int) -> DataType | None:
-    """The type of a new field inference made a string because its values were of mixed kinds:
-    when more than half of them are numbers, ``bigint`` (all of those integers) or ``double``; when
-    more than half are booleans, ``boolean``. So one outlier record cannot turn a numeric column into
-    a string one. None keeps the string (no kind is a majority, or the field was in one record)."""
-    if present < 2:
-        return None
-    if 2 * numbers > present:
-        return LongType() if integers == numbers else DoubleType()
-    if 2 * booleans > present:
-        return BooleanType()
-    return None
 
 
 # -- apply --------------------------------------------------------------------------------------

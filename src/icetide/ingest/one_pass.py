@@ -102,10 +102,9 @@ class OnePass(Strategy):
         found = discover.Found()
         if (t.route is not None and not declared and cfg.stream.discovery_records
                 and not any(ctx.batch_id - last(x) <= RECENT_BATCHES for x in pre.known_tables())):
-            found = discover.discover(self.spark, cfg, pre, ctx.ranges)  # a first batch: its tables from a sample
+            found = discover.discover(self.spark, cfg, pre, ctx.ranges, ctx.lap)  # a first batch: tables from a sample
             if found.tables:
                 self._drifted = ctx.batch_id  # keep a value per shape: the sample may not show every shape
-            ctx.lap("discover")
         created += found.created
         candidates = [x for x in sorted(pre.known_tables())
                       if (t.route is None or ctx.batch_id - last(x) <= RECENT_BATCHES or x in found.tables)

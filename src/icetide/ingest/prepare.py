@@ -24,7 +24,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 from icetide.config.base import STREAMING_TABLE_DEFAULTS, TRANSFORM_RE
 from icetide.config.models import PipelineConfig
 from icetide.errors import ConfigError
-from icetide.ingest import cdc, decode, evolution, inference, names, refused, routing, shapes
+from icetide.ingest import cdc, decode, evolution, inference, names, refused, routing, shapes, value_checks
 from icetide.ingest.formats import ID, Formats, avro_types
 from icetide.ingest.ledger import Ledger
 from icetide.lake.offsets import table_property
@@ -221,16 +221,17 @@ class Preparer:
         known = self.known_tables()
         new = [x for x in tables if x not in known]
         infer_for = list(tables) if t.evolve_schema else [x for x in new if t.policy_for(x).schema_ddl is None]
-        # A known table whose records all have shapes it already fits needs no inference.
-        infer_for = [x for x in infer_for if x not in known or t.policy_for(x).cdc is not None
+        # A known table whose records all have shapes it already fits needs no inference (CDC tables
+        # too: a change's shape fixes its row's, both sides of a Debezium envelope included).
+        infer_for = [x for x in infer_for if x not in known
                      or not self.shapes.covers(x, self.schema(x), self.batch_shapes.get(x))]
         self.inferred = sorted(infer_for)
         texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
         json_for = infer_for if self.formats.infers else []
         # CDC tables too: a change's shape fixes the shape of the row inferred from it (plain: the
         # value itself; Debezium: its `after`, or `before` for a delete, both inside the envelope's shape).
-        sample = (shapes.inference_sample(rows, routing.TABLE, []) if shapes.SHAPE in rows.columns
-                  else rows)
+        shaped = shapes.inference_sample(rows, routing.TABLE, []) if shapes.SHAPE in rows.columns else None
+        sample = rows if shaped is None else shaped
         inferred = inference.infer(self.spark, sample, routing.TABLE, json_for, texts) if json_for else {}
         self.declared = {x: d for x in tables if (d := self.formats.declared(
             self.batch_ids.get(x, []), t.policy_for(x).cdc)) is not None}
@@ -241,7 +242,8 @@ class Preparer:
         out = Prepared([], [], {})
         for ns in sorted({x.split(".")[0] for x in new}):  # once, before tables are created in parallel
             ensure_namespace(self.spark, self.catalog, ns)
-        errors = dict(zip(new, self.parallel(lambda x: self.create(x, inferred.get(x), rows), new), strict=True))
+        errors = dict(zip(new, self.parallel(lambda x: self.create(x, inferred.get(x), rows, shaped), new),
+                          strict=True))
         for table in tables:
             if table not in known:
                 err = errors[table]
@@ -250,10 +252,10 @@ class Preparer:
                     continue
                 out.created.append(table)
                 known.add(table)
-            out.plans.append(self._evolve(rows, table, inferred.get(table)))
+            out.plans.append(self._evolve(rows, table, inferred.get(table), shaped))
         return out
 
-    def _evolve(self, rows: DataFrame, table: str, seen: StructType | None) -> TablePlan:
+    def _evolve(self, rows: DataFrame, table: str, seen: StructType | None, shaped: DataFrame | None) -> TablePlan:
         t = self.cfg.target
         plan = TablePlan(table, self.schema(table))
         if not t.evolve_schema or seen is None:
@@ -262,7 +264,7 @@ class Preparer:
         if table in self.declared and not self.formats.infers:  # declared types: no values to look at
             _declared_widenings(evo, plan.schema, seen)
         else:
-            evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo, self._row_text(table))
+            value_checks.check_values(self._of(rows, table), evo, self._row_text(table), self._of(shaped, table))
         if evo:
             evolution.apply(self.spark, self.q(table), plan.schema, evo)
             # foreachBatch frames belong to their own session, with its own catalog cache.
@@ -275,15 +277,16 @@ class Preparer:
                                           lambda p, hit: self.formats.carries(p.parts, cdc_settings, hit))
         if cond is not None:
             plan.refused = (cond, refused.rejected_message(evo, t.max_columns))
-        if cond is None and t.policy_for(table).cdc is None:
+        if cond is None:
             self.shapes.settle(table, plan.schema, self.batch_shapes.get(table))
         else:
             self.shapes.forget(table)
         return plan
 
-    def create(self, table: str, inferred: StructType | None, rows: DataFrame | None = None) -> str | None:
+    def create(self, table: str, inferred: StructType | None, rows: DataFrame | None = None,
+               shaped: DataFrame | None = None) -> str | None:
         """Create ``table`` from its policy (or from its records in ``rows``: never typed by one
-        outlier record, see :func:`icetide.ingest.evolution.check_values`); an error message if its
+        outlier record, see :func:`icetide.ingest.value_checks.check_values`); an error message if its
         records cannot make it."""
         policy = self.cfg.target.policy_for(table)
         key = "target.tables" if table != self.cfg.target.table else "target"
@@ -301,7 +304,7 @@ class Preparer:
                         "or fix the records, then replay the dead letters")
             evo = evolution.diff(StructType([]), inferred, self.cfg.target.max_columns)
             if rows is not None and not (table in self.declared and not self.formats.infers):
-                evolution.check_values(rows.where(F.col(routing.TABLE) == F.lit(table)), evo, self._row_text(table))
+                value_checks.check_values(self._of(rows, table), evo, self._row_text(table), self._of(shaped, table))
             schema = StructType([StructField(p.parts[0], dt, True, {"comment": evo.comments[p]}
                                              if p in evo.comments else None) for p, dt in evo.added])
         have = {f.name: f.dataType for f in schema.fields}
@@ -339,6 +342,11 @@ class Preparer:
                 return f"creating {table} failed: {text.splitlines()[0][:300]}"
             raise
         return None
+
+    @staticmethod
+    def _of(rows: DataFrame | None, table: str) -> Any:
+        """The records of ``table`` in ``rows`` (None stays None)."""
+        return None if rows is None else rows.where(F.col(routing.TABLE) == F.lit(table))
 
     def _row_text(self, table: str) -> Column | None:
         """The JSON text a record's columns come from: the value, or a CDC change's row."""

@@ -53,7 +53,7 @@ def inference_sample(rows: DataFrame, table_col: str, whole: list[str]) -> DataF
     infer to one schema except for which strings read as timestamps, which the spread samples;
     value-dependent decisions (integer width, decimal digits, nulls, mixed kinds) are still made
     over every record
-    (:func:`icetide.ingest.evolution.check_values`)."""
+    (:func:`icetide.ingest.value_checks.check_values`)."""
     shape, table = F.col(SHAPE), F.col(table_col)
     known = shape.isNotNull() & (shape != F.lit(UNKNOWN))
     firsts = rows.where(known).dropDuplicates([table_col, SHAPE])
