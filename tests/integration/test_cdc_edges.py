@@ -3,6 +3,8 @@ its tombstones followed by an older change for the deleted key."""
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
 import yaml
@@ -177,3 +179,50 @@ def test_a_debezium_change_without_a_readable_after_is_never_a_skipped_tombstone
     keys = spark.createDataFrame([('{"schema":"s1","id":3}',), ('{"schema":{"type":"struct"},"payload":{"id":4}}',),
                                   ('{"schema":{"type":"struct"},"payload":null}',), ("[1]",)], "_kafka_key STRING")
     assert [r[0] for r in keys.select(key_row()).collect()] == ['{"schema":"s1","id":3}', '{"id":4}', None, None]
+
+
+def _batches_of(cfg: Any, records: int) -> None:
+    raw = yaml.safe_load(cfg.read_text())
+    raw["source"]["max_offsets_per_trigger"] = records
+    cfg.write_text(yaml.safe_dump(raw))
+
+
+def _events(caplog: Any) -> list[dict[str, Any]]:
+    return [json.loads(r.getMessage()) for r in caplog.records
+            if r.name == "icetide.ingest.sink" and r.getMessage().startswith('{"event": "batch"')]
+
+
+def test_plain_changes_settle_their_shapes_and_a_debezium_row_sent_as_a_string_still_evolves(  # type: ignore[no-untyped-def]
+        kafka, spark, lake, tmp_path, caplog) -> None:
+    """#39 item 4: a plain change's shape is its row's, so a CDC table's shapes settle like an append
+    table's (a batch of known shapes skips inference) and a new string field whose shapes are all
+    strings is typed with no count over the batch. A Debezium row may come as a JSON string (MongoDB's
+    connector), whose fields the envelope's shape never sees: a field new inside it, in a batch of a
+    known envelope shape, is still inferred and lands. One partition, batches of 100 changes."""
+    caplog.set_level(logging.INFO, logger="icetide")
+    caplog.set_level(logging.DEBUG, logger="icetide.ingest.value_checks")
+    table, cfg, send = _one_partition(kafka, lake, tmp_path, "cdcs")
+    _batches_of(cfg, 100)
+    send(*({"id": i % 50, "name": f"n{i}", "balance": float(i), "op": "insert" if i < 50 else "update",
+            "version": i} for i in range(400)))
+    run_in_process(spark, cfg)
+    rows = {r[0]: r[1] for r in spark.sql(f"SELECT id, name FROM icetide.{table}").collect()}
+    assert rows == {k: f"n{350 + k}" for k in range(50)}
+    events = [e for e in _events(caplog) if e["records"]]
+    assert len(events) == 4 and table in events[0]["inferred"], [e["inferred"] for e in events]
+    assert [table in e["inferred"] for e in events[1:]] == [False, False, False], [e["inferred"] for e in events]
+    assert any("strings in every shape" in r.getMessage() and "'op'" in r.getMessage() for r in caplog.records
+               if r.name == "icetide.ingest.value_checks"), "the new op column's kinds were counted over the batch"
+
+    topic, table = unique("cdcg"), f"it.{unique('cdcg')}"
+    create_topic(kafka.bootstrap, topic, 1)
+    cfg = cdc_config(kafka, lake, tmp_path, topic, table, {"format": "debezium", "ordering": "source.lsn"})
+    _batches_of(cfg, 100)
+
+    def change(i: int) -> bytes:
+        row = {"id": i, "name": f"n{i}", "balance": float(i), **({"email": f"u{i}@x"} if i >= 250 else {})}
+        return dumps({"op": "c", "before": None, "after": json.dumps(row), "source": {"lsn": i}})
+    send_changes(kafka.bootstrap, topic, ChangeStream(messages=[(i, change(i)) for i in range(400)]), partitions=1)
+    run_in_process(spark, cfg)
+    got = spark.sql(f"SELECT count(*), count(email) FROM icetide.{table}").first()
+    assert (got[0], got[1]) == (400, 150), got

@@ -68,6 +68,7 @@ def test_inference_is_skipped_for_known_shapes_and_drift_still_evolves(kafka, sp
     create_topic(kafka.bootstrap, topic, 2)
     cfg = load_config(routed_config(kafka, lake, tmp_path, ns, topic))
     caplog.set_level(logging.INFO, logger="icetide")
+    caplog.set_level(logging.DEBUG, logger="icetide.ingest.value_checks")
     inferred: list[set[str]] = []  # per batch: the tables its event says were inferred
 
     def batches() -> int:
@@ -105,6 +106,9 @@ def test_inference_is_skipped_for_known_shapes_and_drift_still_evolves(kafka, sp
         wait_until(landed, 240, "first rows")
         first = batches()
         assert first >= 1 and {"orders", "clicks"} <= set().union(*inferred)
+        # the new tables' string fields are strings in every shape: their kinds were not counted record by record
+        assert any("strings in every shape" in r.getMessage() and "'kind'" in r.getMessage() for r in caplog.records
+                   if r.name == "icetide.ingest.value_checks"), "no new string field was settled by its shapes"
         # the same shapes again: the tables already fit them, no inference
         send(kafka.bootstrap, topic, records(400, ("orders", "clicks")), 2)
         wait_until(landed, 240, "rows of known shapes")

@@ -1,24 +1,25 @@
 """A routed batch's tables, found from the head of each Kafka partition, so the batch takes one pass.
 
 The one pass (:mod:`icetide.ingest.one_pass`) writes only tables it knows the batch goes to: those
-this run wrote lately. A routed pipeline's first batch (and the first after a restart or a long
-idle) has none, and would take the usual two passes with a cache (admit, infer, create, write).
-Instead, the first ``stream.discovery_records`` records of each Kafka partition of the batch are
-read (a bounded Kafka read, cached: a few thousand records), routed and admitted as the usual path
-would (:meth:`Preparer.admit`), and the new tables among them are created from ``target.schema``
-or from inference over that sample (:meth:`Preparer.prepare`). The one pass then writes the whole
-batch to every table found.
+this run wrote in its last 20 batches. A routed pipeline's first batch (after a start or a restart)
+has none, and would take the usual two passes with a cache (admit, infer, create, write). Instead,
+the first ``stream.discovery_records`` records of each Kafka partition of the batch are read (a
+bounded Kafka read of exactly those offsets, cached), routed and admitted as the usual path would
+(:meth:`Preparer.admit`); the existing tables among them, and the new ones that have a declared
+schema (``target.schema`` or ``target.tables.<pattern>.schema``), created from it, are the one
+pass's targets for the whole batch.
 
 Invariants:
-- Discovery writes no record and no dead letter; it only creates tables (as the usual path would
-  on this batch) and names the ones the one pass may write. What the sample missed (a table whose
-  records start deeper in a partition, a shape the sample did not show) is routed nowhere by the
-  one pass, or settled by its kept values, and else takes the usual path: nothing is lost or
-  written twice, it only costs that path.
-- A new table's types are decided by the sample (as the usual path decides them by the whole
-  batch): a field whose kinds are mixed takes the kind most of the sample's values have.
+- Discovery writes no record and no dead letter, and decides no column: it only creates tables
+  from their declared schema, as the usual path would. A table whose columns come from its records
+  is left to the usual path, which infers over every record of the batch (so one outlier in the
+  heads never types a column). What the sample missed (a table whose records start deeper in every
+  partition, a shape the declared schema does not fit) is routed nowhere by the one pass, or
+  aborted there, and takes the usual path: nothing is lost or written twice, it only costs that path.
+- With ``route.max_tables``, a new table the heads show is created before the rest of the batch is
+  admitted: which new tables a batch at the cap gets first follows the heads.
 - CDC tables are neither created nor named here (the one pass does not write them).
-- A failure to read the sample leaves the batch to the usual path; a configuration mistake
+- A failure to read the heads leaves the batch to the usual path; a configuration mistake
   (:class:`~icetide.errors.IcetideError`) is raised as the usual path would raise it.
 """
 
@@ -28,15 +29,17 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
 
 from icetide.config.models import PipelineConfig
+from icetide.config.target import TargetTable
 from icetide.errors import IcetideError, is_fenced
 from icetide.ingest import decode, source
 from icetide.ingest.prepare import Preparer
 from icetide.lake.offsets import BatchRanges
+from icetide.lake.tables import ensure_namespace
 from icetide.secrets import error_line
 
 if TYPE_CHECKING:
@@ -44,14 +47,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+Parallel = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+
 
 @dataclass
 class Found:
-    """What discovery found: the tables the batch's sample routes to, and which of them it created."""
+    """What discovery found: the tables the batch's heads route to that exist now, and which of
+    them it created."""
 
     tables: list[str] = field(default_factory=list)  # namespace.table, admitted, not CDC
     created: list[str] = field(default_factory=list)
-    inferred: list[str] = field(default_factory=list)
+
+
+def may_find(t: TargetTable, known: set[str]) -> bool:
+    """Whether discovery can name a target at all: a table exists, or some table has a declared schema."""
+    return bool(known) or t.schema_ddl is not None or any("schema" in v for v in t.tables.values())
 
 
 def head_offsets(ranges: BatchRanges, records: int) -> tuple[str, str, str] | None:
@@ -80,48 +90,47 @@ def read_heads(spark: SparkSession, cfg: PipelineConfig, ranges: BatchRanges) ->
         return None
     assign, starting, ending = offsets
     route = cfg.target.route
-    src = cfg.source
-    reader = (spark.read.format("kafka").options(**source.kafka_options(src))
+    reader = (spark.read.format("kafka").options(**source.kafka_options(cfg.source))
               .option("assign", assign).option("startingOffsets", starting).option("endingOffsets", ending)
               .option("failOnDataLoss", "false")
               .option("includeHeaders", "true" if route is not None and route.by == "header" else "false"))
     return decode.with_kafka_columns(reader.load())
 
 
-def discover(spark: SparkSession, cfg: PipelineConfig, pre: Preparer, ranges: BatchRanges,
+def discover(spark: SparkSession, cfg: PipelineConfig, pre: Preparer, ranges: BatchRanges, parallel: Parallel,
              lap: Callable[[str], None] = lambda name: None) -> Found:
-    """Find the tables a routed batch goes to from its partitions' heads; create the new ones.
+    """The tables a routed batch goes to, from its partitions' heads; the new declared ones created.
     ``lap(name)`` closes a phase of the batch's timings (``discover_read``, ``discover_create``)."""
     t = cfg.target
-    found = Found()
     cached: DataFrame | None = None
     try:
         heads = read_heads(spark, cfg, ranges)
         if heads is None:
-            return found
+            return Found()
         cached = pre.routed(heads).persist(StorageLevel.MEMORY_AND_DISK_DESER)
         admission, _, _ = pre.admit(cached)
-        tables = [x for x in admission.accepted if t.policy_for(x).cdc is None]
-        known = pre.known_tables()
-        new = [x for x in tables if x not in known]
-        lap("discover_read")
-        prepared = pre.prepare(cached, new) if new else None
     except IcetideError:
         raise
     except Exception as e:
         if is_fenced(e):
             raise
-        log.warning("finding the tables of the batch from its partitions' heads failed (%s); the usual path "
-                    "writes it", error_line(e, 300))
-        return found
+        log.warning("reading the batch's partition heads failed (%s); the usual path writes it", error_line(e, 300))
+        return Found()
     finally:
         if cached is not None:
             cached.unpersist()
-    if prepared is not None:
+    known = pre.known_tables()
+    tables = [x for x in admission.accepted if t.policy_for(x).cdc is None]
+    new = [x for x in tables if x not in known and t.policy_for(x).schema_ddl]
+    lap("discover_read")
+    created: list[str] = []
+    if new:
+        for ns in sorted({x.split(".")[0] for x in new}):  # once, before tables are created in parallel
+            ensure_namespace(spark, pre.catalog, ns)
+        errors = parallel(lambda x: pre.create(x, None), new)  # a refusal: the usual path reports it
+        created = [x for x, err in zip(new, errors, strict=True) if err is None]
+        known.update(created)
         lap("discover_create")
-    refused = set(prepared.refused) if prepared is not None else set()
-    found.tables = [x for x in tables if x not in refused]
-    found.created = list(prepared.created) if prepared is not None else []
-    found.inferred = [x for x in pre.inferred if x in found.created]
-    log.info("batch's tables from its partitions' heads: %d (%d created)", len(found.tables), len(found.created))
+    found = Found([x for x in tables if x in known], created)
+    log.info("the batch's tables from its partitions' heads: %d (%d created)", len(found.tables), len(created))
     return found

@@ -101,8 +101,10 @@ class OnePass(Strategy):
 
         found = discover.Found()
         if (t.route is not None and not declared and cfg.stream.discovery_records
+                and discover.may_find(t, pre.known_tables())
                 and not any(ctx.batch_id - last(x) <= RECENT_BATCHES for x in pre.known_tables())):
-            found = discover.discover(self.spark, cfg, pre, ctx.ranges, ctx.lap)  # a first batch: tables from a sample
+            # a run's first batch: its tables from its partitions' heads
+            found = discover.discover(self.spark, cfg, pre, ctx.ranges, self.parallel, ctx.lap)
             if found.tables:
                 self._drifted = ctx.batch_id  # keep a value per shape: the sample may not show every shape
         created += found.created
@@ -190,9 +192,8 @@ class OnePass(Strategy):
             unsure = [x for x in order if t.evolve_schema and written[x].good + written[x].bad > 0
                       and not pre.shapes.covers(x, pre.schema(x), job.shapes(x))]
         settled = self._fits(unsure, job) if sample and unsure else set()
-        result.inferred = sorted(found.inferred)
         if settled:
-            result.inferred = sorted({*settled, *found.inferred})
+            result.inferred = sorted(settled)
             self._drifted = ctx.batch_id
         for x in order:
             w = written[x]

@@ -221,16 +221,16 @@ class Preparer:
         known = self.known_tables()
         new = [x for x in tables if x not in known]
         infer_for = list(tables) if t.evolve_schema else [x for x in new if t.policy_for(x).schema_ddl is None]
-        # A known table whose records all have shapes it already fits needs no inference (CDC tables
-        # too: a change's shape fixes its row's, both sides of a Debezium envelope included).
-        infer_for = [x for x in infer_for if x not in known
+        # A known table whose records all have shapes it already fits needs no inference.
+        infer_for = [x for x in infer_for if x not in known or not self.shaped_rows(x)
                      or not self.shapes.covers(x, self.schema(x), self.batch_shapes.get(x))]
         self.inferred = sorted(infer_for)
         texts = {x: cdc.text_for_inference(c) for x in infer_for if (c := t.policy_for(x).cdc) is not None}
         json_for = infer_for if self.formats.infers else []
-        # CDC tables too: a change's shape fixes the shape of the row inferred from it (plain: the
-        # value itself; Debezium: its `after`, or `before` for a delete, both inside the envelope's shape).
-        shaped = shapes.inference_sample(rows, routing.TABLE, []) if shapes.SHAPE in rows.columns else None
+        # A plain change's shape is its row's; a Debezium row may be a JSON string inside the envelope,
+        # whose fields no shape sees: such tables are inferred over every record (shaped_rows).
+        whole = [x for x in json_for if not self.shaped_rows(x)]
+        shaped = shapes.inference_sample(rows, routing.TABLE, whole) if shapes.SHAPE in rows.columns else None
         sample = rows if shaped is None else shaped
         inferred = inference.infer(self.spark, sample, routing.TABLE, json_for, texts) if json_for else {}
         self.declared = {x: d for x in tables if (d := self.formats.declared(
@@ -264,7 +264,8 @@ class Preparer:
         if table in self.declared and not self.formats.infers:  # declared types: no values to look at
             _declared_widenings(evo, plan.schema, seen)
         else:
-            value_checks.check_values(self._of(rows, table), evo, self._row_text(table), self._of(shaped, table))
+            value_checks.check_values(self._of(rows, table), evo, self._row_text(table),
+                                      self._of(shaped, table) if self.shaped_rows(table) else None)
         if evo:
             evolution.apply(self.spark, self.q(table), plan.schema, evo)
             # foreachBatch frames belong to their own session, with its own catalog cache.
@@ -277,7 +278,7 @@ class Preparer:
                                           lambda p, hit: self.formats.carries(p.parts, cdc_settings, hit))
         if cond is not None:
             plan.refused = (cond, refused.rejected_message(evo, t.max_columns))
-        if cond is None:
+        if cond is None and self.shaped_rows(table):
             self.shapes.settle(table, plan.schema, self.batch_shapes.get(table))
         else:
             self.shapes.forget(table)
@@ -304,7 +305,8 @@ class Preparer:
                         "or fix the records, then replay the dead letters")
             evo = evolution.diff(StructType([]), inferred, self.cfg.target.max_columns)
             if rows is not None and not (table in self.declared and not self.formats.infers):
-                value_checks.check_values(self._of(rows, table), evo, self._row_text(table), self._of(shaped, table))
+                value_checks.check_values(self._of(rows, table), evo, self._row_text(table),
+                                          self._of(shaped, table) if self.shaped_rows(table) else None)
             schema = StructType([StructField(p.parts[0], dt, True, {"comment": evo.comments[p]}
                                              if p in evo.comments else None) for p, dt in evo.added])
         have = {f.name: f.dataType for f in schema.fields}
@@ -342,6 +344,14 @@ class Preparer:
                 return f"creating {table} failed: {text.splitlines()[0][:300]}"
             raise
         return None
+
+    def shaped_rows(self, table: str) -> bool:
+        """Whether a record's shape is its row's: an append table's record, or a plain CDC change (the
+        value is the row). A Debezium change's row is a side of its envelope, which may come as a JSON
+        string (MongoDB's connector, a double-encoded ``payload``) whose fields the shape never sees:
+        such tables are inferred every batch, over every record."""
+        c = self.cfg.target.policy_for(table).cdc
+        return c is None or c.format == "plain"
 
     @staticmethod
     def _of(rows: DataFrame | None, table: str) -> Any:

@@ -8,7 +8,8 @@ fingerprint while the batch is routed; once a table's shapes are known to need n
 its current schema, a batch made only of those shapes skips inference for that table. A new shape
 (a new field at any depth, an integer too wide, a value of another kind), a schema change, or a
 table where shapes cannot settle (decimal columns, where inference depends on the digits; CDC
-tables, inferred from the unwrapped payload; fields evolution refused) is inferred as before.
+tables of the Debezium format, whose row is a side of the envelope and may come as a JSON string the
+shape does not see into; fields evolution refused) is inferred as before.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ Invariant: a new string field's kinds are counted over every record, except when
 shapes prove them all strings: a record's shape (:mod:`icetide.ingest.shapes`) fixes whether each
 of its fields is a string, and the shaped sample holds a record of every shape, so a field that is
 a string in each sampled record is a string in every record, and its majority is decided without
-reading the batch (one edge differs: the strings ``"NaN"`` and ``"Infinity"``, which Spark reads as
-numbers, count as strings then).
-"""
+parsing every record again (one edge differs: the strings Spark's parser reads as numbers, ``"NaN"``,
+``"Infinity"``, ``"+INF"`` and the like, count as strings then). Only where a record's shape is its
+row's: append tables and plain CDC changes (:meth:`Preparer.shaped_rows`)."""
 
 from __future__ import annotations
 
