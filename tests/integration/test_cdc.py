@@ -48,7 +48,8 @@ def test_debezium_changes_land_as_the_exact_final_state_on_merge_on_read(kafka, 
     fq = f"icetide.{table}"
     # a Debezium change's row may come as a JSON string its envelope's shape never sees: inferred every batch
     events = [json.loads(r.getMessage()) for r in caplog.records
-              if r.name == "icetide.ingest.sink" and r.getMessage().startswith('{"event": "batch"')]
+              if r.name == "icetide.ingest.sink" and r.getMessage().startswith('{"event": "batch"')
+              and json.loads(r.getMessage())["records"]]
     assert len(events) >= 3 and all(table in e["inferred"] for e in events), [e["inferred"] for e in events]
     props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {fq}").collect()}
     assert props["write.merge.mode"] == props["write.update.mode"] == props["write.delete.mode"] == "merge-on-read"

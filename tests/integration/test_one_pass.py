@@ -65,6 +65,9 @@ def test_steady_batches_take_one_pass_and_the_rest_still_lands(kafka, spark, lak
         assert opening["records"] == 700 and phases <= set(opening["timings"]), opening
         assert sorted(opening["created"]) == [f"{ns}.{k}" for k in ("clicks", "late", "orders", "views")], opening
         assert opening["inferred"] and set(opening["inferred"]) >= {f"{ns}.{k}" for k in ("clicks", "orders", "views")}
+        by_one_pass = {r.getMessage().rsplit(".", 1)[1] for r in caplog.records if r.name == "icetide.ingest.one_pass"
+                       and r.getMessage().startswith(f"committing batch {opening['batch']} to ")}
+        assert by_one_pass == {"clicks", "orders", "views"}, by_one_pass
         send(kafka.bootstrap, topic, [record(k) for k in ("orders", "clicks", "views") * 200], 2)
         wait_until(lambda: landed(0), 240, "rows of known shapes")
         steady = [e for e in events()[first:] if e["records"]]

@@ -35,6 +35,7 @@ DIFFERENT = {
     "integer beyond 64 bits": '{"a":30000000000000000000000,"b":"x","c":{"d":1.5},"e":[1],"f":[{"g":"h"}]}',
     "string for a number": '{"a":"1","b":"x","c":{"d":1.5},"e":[1],"f":[{"g":"h"}]}',
     "null for a string": '{"a":1,"b":null,"c":{"d":1.5},"e":[1],"f":[{"g":"h"}]}',
+    "empty string (Spark infers it as null)": '{"a":1,"b":"","c":{"d":1.5},"e":[1],"f":[{"g":"h"}]}',
     "fraction in an integer array": '{"a":1,"b":"x","c":{"d":1.5},"e":[1.5],"f":[{"g":"h"}]}',
     "field missing": '{"a":1,"c":{"d":1.5},"e":[1],"f":[{"g":"h"}]}',
     "object moved up a level": '{"a":1,"b":"x","c":{},"d":1.5,"e":[1],"f":[{"g":"h"}]}',
@@ -59,6 +60,11 @@ def test_json_shape_fingerprint(spark) -> None:  # type: ignore[no-untyped-def]
     assert len(set(shapes_seen)) == len(shapes_seen), "two different shapes share a fingerprint"
     assert got["array root"] is None and got["number root"] is None and got["empty"] is None
     assert got["malformed"] == shapes.UNKNOWN and got["trailing text"] == shapes.UNKNOWN
+
+
+def events_of(caplog: Any) -> list[dict[str, Any]]:
+    return [json.loads(r.getMessage()) for r in caplog.records
+            if r.name == "icetide.ingest.sink" and r.getMessage().startswith('{"event": "batch"')]
 
 
 def test_inference_is_skipped_for_known_shapes_and_drift_still_evolves(kafka, spark, lake, tmp_path,
@@ -106,6 +112,9 @@ def test_inference_is_skipped_for_known_shapes_and_drift_still_evolves(kafka, sp
         wait_until(landed, 240, "first rows")
         first = batches()
         assert first >= 1 and {"orders", "clicks"} <= set().union(*inferred)
+        # no table exists and none is declared: no discovery read, the usual path infers over every record
+        opening = next(e for e in events_of(caplog) if e["records"])
+        assert "discover_read" not in opening["timings"] and "admit" in opening["timings"], opening["timings"]
         # the new tables' string fields are strings in every shape: their kinds were not counted record by record
         assert any("strings in every shape" in r.getMessage() and "'kind'" in r.getMessage() for r in caplog.records
                    if r.name == "icetide.ingest.value_checks"), "no new string field was settled by its shapes"

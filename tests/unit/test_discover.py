@@ -1,10 +1,25 @@
-"""The offsets discovery reads: the head of each partition's range of the batch, never past its end."""
+"""Discovery: the offsets it reads (the head of each partition's range, never past its end), when it runs,
+and which tables it names."""
 
 from __future__ import annotations
 
 import json
 
-from icetide.ingest.discover import head_offsets
+from pyspark.sql.types import (
+    ArrayType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from icetide.config.target import TargetTable
+from icetide.ingest.discover import head_offsets, may_find, settles_by_shape
 from icetide.lake.offsets import BatchRanges
 
 
@@ -28,3 +43,27 @@ def test_a_hostile_topic_name_stays_a_json_string() -> None:
     got = head_offsets(BatchRanges({(topic, 0): (0, 10)}), 5)
     assert got is not None
     assert list(json.loads(got[1])) == [topic] and json.loads(got[2]) == {topic: {"0": 5}}
+
+
+def _target(**extra: object) -> TargetTable:
+    return TargetTable.model_validate({"route": {"by": "field", "name": "kind", "table": "ev.{value}"}, **extra})
+
+
+def test_discovery_runs_only_when_it_can_name_a_table() -> None:
+    assert not may_find(_target(), set())  # nothing exists, nothing declared: every table is inferred
+    assert may_find(_target(), {"ev.a"})  # a restart: existing tables
+    assert may_find(_target(schema="id STRING"), set())
+    assert may_find(_target(tables={"ev.a*": {"schema": "id STRING"}}), set())
+    assert may_find(_target(tables={"ev.a*": {"schema_ddl": "id STRING"}}), set())  # the field's own name
+    assert not may_find(_target(tables={"ev.a*": {"partition_by": ["bucket(4, id)"], "schema": None}}), set())
+
+
+def test_a_table_only_values_can_settle_is_not_named() -> None:
+    ok = StructType([StructField("id", StringType()), StructField("n", LongType()), StructField("x", DoubleType()),
+                     StructField("tags", ArrayType(StringType())),
+                     StructField("m", MapType(StringType(), StructType([StructField("v", LongType())])))])
+    assert settles_by_shape(ok)
+    for bad in (IntegerType(), FloatType(), DecimalType(10, 2)):
+        assert not settles_by_shape(StructType([*ok.fields, StructField("nested", StructType(
+            [StructField("deep", ArrayType(bad))]))])), bad
+    assert not settles_by_shape(StructType([StructField("id", StringType(), nullable=False)]))

@@ -90,9 +90,10 @@ class StreamSettings(Strict):
         ge=0,
         le=1_000_000,
         description="Routed JSON pipelines, with one_pass_write: when no table was written lately (a run's first "
-        "batch), read this many records from the head of each Kafka partition of the batch first, create the new "
-        "tables they route to (from target.schema, or inferred from those records) and write the whole batch in "
-        "one pass; what they missed takes the usual two passes. 0: the usual two passes for such a batch",
+        "batch), read this many records from the head of each Kafka partition of the batch first; the existing "
+        "tables they route to, and the new ones with a declared schema (target.schema, target.tables.<glob>.schema), "
+        "created from it, take the whole batch in one pass; what they missed, and tables whose columns come from "
+        "their records, take the usual two passes. 0: the usual two passes for such a batch",
     )
     batch_log_table: TableId | None = Field(
         default="icetide.ingest_batches",

@@ -1,13 +1,14 @@
 """A routed batch's tables, found from the head of each Kafka partition, so the batch takes one pass.
 
 The one pass (:mod:`icetide.ingest.one_pass`) writes only tables it knows the batch goes to: those
-this run wrote in its last 20 batches. A routed pipeline's first batch (after a start or a restart)
-has none, and would take the usual two passes with a cache (admit, infer, create, write). Instead,
-the first ``stream.discovery_records`` records of each Kafka partition of the batch are read (a
-bounded Kafka read of exactly those offsets, cached), routed and admitted as the usual path would
-(:meth:`Preparer.admit`); the existing tables among them, and the new ones that have a declared
-schema (``target.schema`` or ``target.tables.<pattern>.schema``), created from it, are the one
-pass's targets for the whole batch.
+this run wrote in its last 20 batches. A routed pipeline's first batch of a run (or the first after
+20 batches with no commit) has none, and would take the usual two passes with a cache (admit,
+infer, create, write). Instead, the first ``stream.discovery_records`` records of each Kafka
+partition of the batch are read (a bounded Kafka read of exactly those offsets, cached), routed and
+admitted as the usual path would (:meth:`Preparer.admit`); the existing tables among them, and the
+new ones that have a declared schema (``target.schema`` or ``target.tables.<pattern>.schema``),
+created from it, are the one pass's targets for the whole batch, except a table whose columns only values can settle
+(:func:`settles_by_shape`: the one pass would write it and then leave it to the usual path).
 
 Invariants:
 - Discovery writes no record and no dead letter, and decides no column: it only creates tables
@@ -16,8 +17,8 @@ Invariants:
   heads never types a column). What the sample missed (a table whose records start deeper in every
   partition, a shape the declared schema does not fit) is routed nowhere by the one pass, or
   aborted there, and takes the usual path: nothing is lost or written twice, it only costs that path.
-- With ``route.max_tables``, a new table the heads show is created before the rest of the batch is
-  admitted: which new tables a batch at the cap gets first follows the heads.
+- With ``route.max_tables``, a new declared table the heads show is created before the rest of the
+  batch is admitted: which new tables a batch at the cap gets first follows the heads.
 - CDC tables are neither created nor named here (the one pass does not write them).
 - A failure to read the heads leaves the batch to the usual path; a configuration mistake
   (:class:`~icetide.errors.IcetideError`) is raised as the usual path would raise it.
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
+from pyspark.sql.types import ArrayType, DataType, DecimalType, FloatType, IntegerType, MapType, StructType
 
 from icetide.config.models import PipelineConfig
 from icetide.config.target import TargetTable
@@ -61,7 +63,21 @@ class Found:
 
 def may_find(t: TargetTable, known: set[str]) -> bool:
     """Whether discovery can name a target at all: a table exists, or some table has a declared schema."""
-    return bool(known) or t.schema_ddl is not None or any("schema" in v for v in t.tables.values())
+    return bool(known) or bool(t.schema_ddl) or any(v.get("schema") or v.get("schema_ddl") for v in t.tables.values())
+
+
+def settles_by_shape(schema: DataType) -> bool:
+    """Whether the one pass can settle a table of ``schema`` from its kept values (one per shape) when
+    no shape is known yet: not with a column only values can decide (``int`` width, ``float`` against
+    JSON's doubles, decimal digits, a required field), which leaves the table to the usual path after
+    the one pass wrote it, so discovery does not name it."""
+    if isinstance(schema, StructType):
+        return all(f.nullable and settles_by_shape(f.dataType) for f in schema.fields)
+    if isinstance(schema, ArrayType):
+        return settles_by_shape(schema.elementType)
+    if isinstance(schema, MapType):
+        return settles_by_shape(schema.keyType) and settles_by_shape(schema.valueType)
+    return not isinstance(schema, (IntegerType, FloatType, DecimalType))
 
 
 def head_offsets(ranges: BatchRanges, records: int) -> tuple[str, str, str] | None:
@@ -131,6 +147,6 @@ def discover(spark: SparkSession, cfg: PipelineConfig, pre: Preparer, ranges: Ba
         created = [x for x, err in zip(new, errors, strict=True) if err is None]
         known.update(created)
         lap("discover_create")
-    found = Found([x for x in tables if x in known], created)
+    found = Found([x for x in tables if x in known and settles_by_shape(pre.schema(x))], created)
     log.info("the batch's tables from its partitions' heads: %d (%d created)", len(found.tables), len(created))
     return found

@@ -15,8 +15,9 @@ and aborted otherwise, its files unreferenced. Everything the pass did not settl
 tables, a shape that needs a schema change, records that failed routing or parsing, tables left out
 because a replay or a policy needs the usual path) goes through the usual two passes, reading only
 what is left. A single-table pipeline with ``target.schema`` creates its table from it first, so even
-its first batch takes one pass; a routed one finds (and creates) its first batch's tables from the
-head of each Kafka partition (:mod:`icetide.ingest.discover`), and writes that batch in one pass too.
+its first batch takes one pass; a routed one finds its first batch's tables from the head of each
+Kafka partition, creating those with a declared schema (:mod:`icetide.ingest.discover`), and writes
+that batch in one pass too.
 
 Invariant: a table is committed by exactly one of the two passes in a batch, with the same tags.
 """

@@ -57,7 +57,7 @@ def inference_sample(rows: DataFrame, table_col: str, whole: list[str]) -> DataF
     (:func:`icetide.ingest.value_checks.check_values`)."""
     shape, table = F.col(SHAPE), F.col(table_col)
     known = shape.isNotNull() & (shape != F.lit(UNKNOWN))
-    firsts = rows.where(known).dropDuplicates([table_col, SHAPE])
+    firsts = rows.where(known & ~table.isin(whole) if whole else known).dropDuplicates([table_col, SHAPE])
     spread = F.pmod(F.xxhash64("_kafka_partition", "_kafka_offset"), F.lit(SPREAD)) == 0
     keep = ~known | spread
     if whole:
