@@ -7,8 +7,8 @@ infer, create, write). Instead, the first ``stream.discovery_records`` records o
 partition of the batch are read (a bounded Kafka read of exactly those offsets, cached), routed and
 admitted as the usual path would (:meth:`Preparer.admit`); the existing tables among them, and the
 new ones that have a declared schema (``target.schema`` or ``target.tables.<pattern>.schema``),
-created from it, are the one pass's targets for the whole batch, except a table whose columns only values can settle
-(:func:`settles_by_shape`: the one pass would write it and then leave it to the usual path).
+created from it, are the one pass's targets for the whole batch (the one pass leaves out a table
+whose columns only values can settle: :func:`icetide.ingest.shapes.settles_unseen`).
 
 Invariants:
 - Discovery writes no record and no dead letter, and decides no column: it only creates tables
@@ -30,16 +30,15 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
-from pyspark.sql.types import ArrayType, DataType, DecimalType, FloatType, IntegerType, MapType, StructType
 
 from icetide.config.models import PipelineConfig
 from icetide.config.target import TargetTable
 from icetide.errors import IcetideError, is_fenced
 from icetide.ingest import decode, source
-from icetide.ingest.prepare import Preparer
+from icetide.ingest.prepare import Parallel, Preparer
 from icetide.lake.offsets import BatchRanges
 from icetide.lake.tables import ensure_namespace
 from icetide.secrets import error_line
@@ -48,8 +47,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
-
-Parallel = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
 
 
 @dataclass
@@ -64,20 +61,6 @@ class Found:
 def may_find(t: TargetTable, known: set[str]) -> bool:
     """Whether discovery can name a target at all: a table exists, or some table has a declared schema."""
     return bool(known) or bool(t.schema_ddl) or any(v.get("schema") or v.get("schema_ddl") for v in t.tables.values())
-
-
-def settles_by_shape(schema: DataType) -> bool:
-    """Whether the one pass can settle a table of ``schema`` from its kept values (one per shape) when
-    no shape is known yet: not with a column only values can decide (``int`` width, ``float`` against
-    JSON's doubles, decimal digits, a required field), which leaves the table to the usual path after
-    the one pass wrote it, so discovery does not name it."""
-    if isinstance(schema, StructType):
-        return all(f.nullable and settles_by_shape(f.dataType) for f in schema.fields)
-    if isinstance(schema, ArrayType):
-        return settles_by_shape(schema.elementType)
-    if isinstance(schema, MapType):
-        return settles_by_shape(schema.keyType) and settles_by_shape(schema.valueType)
-    return not isinstance(schema, (IntegerType, FloatType, DecimalType))
 
 
 def head_offsets(ranges: BatchRanges, records: int) -> tuple[str, str, str] | None:
@@ -147,6 +130,6 @@ def discover(spark: SparkSession, cfg: PipelineConfig, pre: Preparer, ranges: Ba
         created = [x for x, err in zip(new, errors, strict=True) if err is None]
         known.update(created)
         lap("discover_create")
-    found = Found([x for x in tables if x in known and settles_by_shape(pre.schema(x))], created)
+    found = Found([x for x in tables if x in known], created)
     log.info("the batch's tables from its partitions' heads: %d (%d created)", len(found.tables), len(created))
     return found

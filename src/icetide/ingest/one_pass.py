@@ -98,7 +98,7 @@ class OnePass(Strategy):
                 schema, when = self._refusing.get(x, ("", never))
                 return schema != pre.schema(x).json() or ctx.batch_id - when > RECENT_BATCHES
             return (not t.evolve_schema or pre.shapes.knows(x, pre.schema(x))
-                    or (shapes.settles(pre.schema(x)) and self._unsettled.get(x) != pre.schema(x).json()))
+                    or (shapes.settles_unseen(pre.schema(x)) and self._unsettled.get(x) != pre.schema(x).json()))
 
         found = discover.Found()
         if (t.route is not None and not declared and cfg.stream.discovery_records

@@ -264,8 +264,7 @@ class Preparer:
         if table in self.declared and not self.formats.infers:  # declared types: no values to look at
             _declared_widenings(evo, plan.schema, seen)
         else:
-            value_checks.check_values(self._of(rows, table), evo, self._row_text(table),
-                                      self._of(shaped, table) if self.shaped_rows(table) else None)
+            self._check_values(rows, shaped, table, evo)
         if evo:
             evolution.apply(self.spark, self.q(table), plan.schema, evo)
             # foreachBatch frames belong to their own session, with its own catalog cache.
@@ -305,8 +304,7 @@ class Preparer:
                         "or fix the records, then replay the dead letters")
             evo = evolution.diff(StructType([]), inferred, self.cfg.target.max_columns)
             if rows is not None and not (table in self.declared and not self.formats.infers):
-                value_checks.check_values(self._of(rows, table), evo, self._row_text(table),
-                                          self._of(shaped, table) if self.shaped_rows(table) else None)
+                self._check_values(rows, shaped, table, evo)
             schema = StructType([StructField(p.parts[0], dt, True, {"comment": evo.comments[p]}
                                              if p in evo.comments else None) for p, dt in evo.added])
         have = {f.name: f.dataType for f in schema.fields}
@@ -353,10 +351,13 @@ class Preparer:
         c = self.cfg.target.policy_for(table).cdc
         return c is None or c.format == "plain"
 
-    @staticmethod
-    def _of(rows: DataFrame | None, table: str) -> Any:
-        """The records of ``table`` in ``rows`` (None stays None)."""
-        return None if rows is None else rows.where(F.col(routing.TABLE) == F.lit(table))
+    def _check_values(self, rows: DataFrame, shaped: DataFrame | None, table: str, evo: evolution.Evolution) -> None:
+        """:func:`value_checks.check_values` over ``table``'s records; its shapes vouch for them only
+        where a record's shape is its row's (:meth:`shaped_rows`)."""
+        def of(frame: DataFrame) -> DataFrame:
+            return frame.where(F.col(routing.TABLE) == F.lit(table))
+        value_checks.check_values(of(rows), evo, self._row_text(table),
+                                  of(shaped) if shaped is not None and self.shaped_rows(table) else None)
 
     def _row_text(self, table: str) -> Column | None:
         """The JSON text a record's columns come from: the value, or a CDC change's row."""

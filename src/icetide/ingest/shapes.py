@@ -14,12 +14,13 @@ shape does not see into; fields evolution refused) is inferred as before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructType
+from pyspark.sql.types import ArrayType, DataType, DecimalType, FloatType, IntegerType, MapType, StructField, StructType
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -65,20 +66,31 @@ def inference_sample(rows: DataFrame, table_col: str, whole: list[str]) -> DataF
     return firsts.unionByName(rows.where(keep))
 
 
+def _anywhere(t: DataType, hit: Callable[[DataType], bool], field: Callable[[StructField], bool]) -> bool:
+    """Whether ``hit`` holds for ``t`` or a type inside it, or ``field`` for a struct field at any depth."""
+    if hit(t):
+        return True
+    if isinstance(t, StructType):
+        return any(field(f) or _anywhere(f.dataType, hit, field) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _anywhere(t.elementType, hit, field)
+    if isinstance(t, MapType):
+        return _anywhere(t.keyType, hit, field) or _anywhere(t.valueType, hit, field)
+    return False
+
+
 def settles(schema: StructType) -> bool:
     """Whether records of a known shape always infer the same against ``schema`` (no decimals)."""
-    def has_decimal(t: DataType) -> bool:
-        if isinstance(t, DecimalType):
-            return True
-        if isinstance(t, StructType):
-            return any(has_decimal(f.dataType) for f in t.fields)
-        if isinstance(t, ArrayType):
-            return has_decimal(t.elementType)
-        if isinstance(t, MapType):
-            return has_decimal(t.keyType) or has_decimal(t.valueType)
-        return False
+    return not _anywhere(schema, lambda t: isinstance(t, DecimalType), lambda f: False)
 
-    return not has_decimal(schema)
+
+def settles_unseen(schema: DataType) -> bool:
+    """Whether a table of ``schema`` can settle shapes it has not seen from one kept value each (the
+    one pass's ``_fits``): besides :func:`settles`, no ``int`` or ``float`` column and no required
+    field, which only every record's values decide (``int`` width, ``float`` against JSON's doubles,
+    nulls), so a table with one is left to the usual path rather than written and then aborted."""
+    return not _anywhere(schema, lambda t: isinstance(t, (DecimalType, IntegerType, FloatType)),
+                         lambda f: not f.nullable)
 
 
 @dataclass
