@@ -69,6 +69,25 @@ def test_cdc_benchmark_runs_every_system(kafka, tmp_path) -> None:  # type: igno
     assert [x["commits"] for x in r["reads"]["merge-on-read"]] == [0, 1]
 
 
+def test_avro_benchmark_runs_every_system_on_the_nested_schema(kafka, registry, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Every system of the Avro benchmark, on its ``--nested`` schema (a nested record, an array, a
+    decimal, a date, an optional string), against the session's broker and registry (~70 s; the
+    registry is this worker's session one: ~20 s more when test_avro.py runs on another worker)."""
+    from benchmarks.avro.run import SYSTEMS
+
+    env = {**os.environ, "ICETIDE_BENCH_IDLE_S": "3", "ICETIDE_BENCH_ONE_JVM": "1"}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.avro.run", "--events", "2000", "--wide", "12",
+                           "--nested", "--systems", ",".join(SYSTEMS), "--bootstrap", kafka.bootstrap,
+                           "--registry", registry.url, "--out", str(tmp_path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    r = json.loads((tmp_path / "results.json").read_text())
+    assert [x["system"] for x in r["results"]] == list(SYSTEMS) and r["fields"] == 18 and r["nested"] is True
+    for x in r["results"]:
+        assert x["rows"] == x["expected"] == 2000, x
+    assert "| vanilla from_avro tuned |" in (tmp_path / "results.md").read_text()
+
+
 def test_spark_only_benchmarks_run_at_a_tiny_size(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The benchmarks that need Spark but no broker, one after another in one process (one JVM)."""
     runs = {

@@ -117,3 +117,57 @@ def test_local_warehouse_files_without_crc_sidecars_and_with_set_permissions(spa
     files = list(Path(lake / "warehouse" / ns / "t").rglob("*"))
     assert any(f.suffix == ".parquet" for f in files) and any(f.name.endswith(".metadata.json") for f in files)
     assert not [f for f in files if f.name.endswith(".crc")], "checksum sidecars were written"
+
+
+def test_rows_handed_to_the_writers_are_views_of_the_frame(spark) -> None:  # type: ignore[no-untyped-def]
+    """Both routed modes hand each writer a view of the frame's row, no copy (#39): ``runDecoded`` a JSON
+    value decoded in the task, laid out with frame columns and a column no record has (null: Iceberg's
+    Parquet writer reads it with ``get``, never ``isNullAt``; a view that answered only ``isNullAt``
+    read out of bounds and crashed the JVM); ``runRouted`` two tables' columns side by side, checked by
+    type against each table before any task runs. ~10 s."""
+    from icetide.ingest import names
+
+    ns = unique("mtv")
+    spark.sql(f"CREATE NAMESPACE icetide.{ns}")
+    props = "TBLPROPERTIES ('write.distribution-mode'='none')"
+    spark.sql(f"CREATE TABLE icetide.{ns}.x (id STRING, n BIGINT, extra BIGINT, note STRING, _kafka_partition INT) "
+              f"USING iceberg {props}")
+    spark.sql(f"CREATE TABLE icetide.{ns}.y (k STRING, v DOUBLE) USING iceberg {props}")
+    x_row = spark.table(f"icetide.{ns}.x").schema
+
+    values = [(f'{{"id":"r{i}","n":{i}}}' if i % 5 else '{"id":').encode() for i in range(200)]
+    frame = spark.createDataFrame([(None, 1000 + i, v, i % 3) for i, v in enumerate(values)],
+                                  "idx INT, ts BIGINT, value BINARY, _kafka_partition INT").repartition(2)
+    record = StructType([StructField("id", StringType()), StructField("n", LongType())])
+    job = multi_write.MultiTableWrite(spark)
+    assert job.add_target("icetide", f"{ns}.x", x_row, {}) is None
+    frame = frame.withColumn("idx", F.lit(0))
+    decoding = multi_write.Decoding([0], [record.json()], [0, 1, multi_write.NULL, multi_write.NULL, -1 - 3], "UTC",
+                                    64, 1000, names.RESERVED_PREFIXES, 1 << 20, 100, False)
+    job.run_decoded(frame, [f"{ns}.x"], decoding)
+    assert (job.written(f"{ns}.x").good, job.written(f"{ns}.x").bad) == (160, 40)
+    job.commit(f"{ns}.x")
+    got = sorted(tuple(r) for r in spark.table(f"icetide.{ns}.x").collect())
+    assert got == sorted((f"r{i}", i, None, None, i % 3) for i in range(200) if i % 5)
+
+    # runRouted: x's and y's columns side by side, from column 4; a row of x, then of y
+    routed = spark.createDataFrame(
+        [(i % 2, True, 1000 + i, 1, f"r{i}", i, None, "n", 7, f"k{i}", i / 2) for i in range(100)],
+        "idx INT, good BOOLEAN, ts BIGINT, shape BIGINT, id STRING, n BIGINT, extra BIGINT, note STRING, "
+        "p INT, k STRING, v DOUBLE").repartition(2)
+    y_row = spark.table(f"icetide.{ns}.y").schema
+    wrong = multi_write.MultiTableWrite(spark)
+    assert wrong.add_target("icetide", f"{ns}.x", x_row, {}) is None
+    assert wrong.add_target("icetide", f"{ns}.y", y_row, {}) is None
+    with pytest.raises(Exception, match=r"frame column 8 is int, but .*\.y's column k is string"):
+        wrong.run_routed(routed, [f"{ns}.x", f"{ns}.y"], [4, 8], 100)  # y from column 8: off by one
+    job = multi_write.MultiTableWrite(spark)
+    assert job.add_target("icetide", f"{ns}.x", x_row, {}) is None
+    assert job.add_target("icetide", f"{ns}.y", y_row, {}) is None
+    job.run_routed(routed, [f"{ns}.x", f"{ns}.y"], [4, 9], 100)
+    job.commit(f"{ns}.x")
+    job.commit(f"{ns}.y")
+    got = sorted(tuple(r) for r in spark.sql(f"SELECT * FROM icetide.{ns}.x WHERE note = 'n'").collect())
+    assert got == sorted((f"r{i}", i, None, "n", 7) for i in range(0, 100, 2))
+    assert sorted(tuple(r) for r in spark.table(f"icetide.{ns}.y").collect()) == sorted(
+        (f"k{i}", i / 2) for i in range(1, 100, 2))

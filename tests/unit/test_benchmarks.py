@@ -67,6 +67,16 @@ def test_avro_benchmark_encodes_the_wire_format_and_reports_ratios() -> None:
     back = fastavro.schemaless_reader(io.BytesIO(as_avro(wide, 258, 7)[1][5:]), fastavro.parse_schema(schema(7)), None)
     assert back == {**wide[1], "event_time": back["event_time"]} and len(back) == 13
     assert table_ddl(7).count(",") == 12 and table_ddl(7).endswith("w4 INT, w5 BIGINT, w6 DOUBLE")
+    # --nested: a record (named once, referenced after), an array, a decimal, a date, an optional string
+    nested = events(4, wide=22, nested=True)
+    back = fastavro.schemaless_reader(io.BytesIO(as_avro(nested, 258, 22, True)[3][5:]),
+                                      fastavro.parse_schema(schema(22, True)), None)
+    assert back == {**nested[3], "event_time": back["event_time"]} and len(back) == 28
+    assert back["w5"] == {"a": 3, "b": "p3"} and back["w15"] == {"a": 3, "b": "p3"} and back["w6"] == [3, 4, 3]
+    assert str(back["w7"]) == "0.03" and back["w9"] is None and nested[1]["w9"] == "o1"
+    assert schema(22, True)["fields"][6 + 15]["type"] == "bench.Part"
+    assert ("w5 STRUCT<a: BIGINT, b: STRING>, w6 ARRAY<BIGINT>, w7 DECIMAL(12,2), w8 DATE, w9 STRING"
+            in table_ddl(22, True))
 
     def res(system: str, eps: float) -> dict[str, object]:
         return {"system": system, "events_per_s": eps, "steady_events_per_s": eps * 1.2, "jvm_cpu_s_per_m_events": 9,

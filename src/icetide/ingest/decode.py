@@ -79,11 +79,19 @@ def is_good() -> Column:
 def good_columns(schema: StructType, kafka_columns: bool, parsed: str = PARSED) -> dict[str, Column]:
     """A table's columns from a parsed record (column ``parsed``): its fields, then the Kafka
     metadata columns."""
-    cols = {f.name: F.col(parsed)[f.name] for f in schema.fields}
-    if kafka_columns:
-        cols.update({c: F.col(c) for c in KAFKA_COLUMNS[:-1]})
-        cols["_kafka_key"] = F.col("_kafka_key").cast("string")
-    return cols
+    return {**record_columns(schema, parsed), **metadata_columns(kafka_columns)}
+
+
+def record_columns(schema: StructType, parsed: str = PARSED) -> dict[str, Column]:
+    """A record's fields, from its parsed struct (column ``parsed``)."""
+    return {f.name: F.col(parsed)[f.name] for f in schema.fields}
+
+
+def metadata_columns(kafka_columns: bool) -> dict[str, Column]:
+    """The Kafka metadata columns a table takes (none unless ``kafka_columns``)."""
+    if not kafka_columns:
+        return {}
+    return {**{c: F.col(c) for c in KAFKA_COLUMNS[:-1]}, "_kafka_key": F.col("_kafka_key").cast("string")}
 
 
 def good_rows(parsed: DataFrame, schema: StructType, kafka_columns: bool, keep: list[str] | None = None) -> DataFrame:

@@ -110,14 +110,15 @@ class MultiTableWrite:
     def _struct(self, schema: StructType) -> Any:
         return self._jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json())
 
-    def run_routed(self, frame: DataFrame, order: list[str], struct_of: list[int], max_shapes: int,
+    def run_routed(self, frame: DataFrame, order: list[str], starts: list[int], max_shapes: int,
                    sample_column: int = -1) -> None:
-        """Write the tables of ``order`` from one frame (idx, good, ts, shape, row structs) in one job;
-        table ``order[i]``'s rows are in row struct ``struct_of[i]``. Nothing is committed.
+        """Write the tables of ``order`` from one frame (idx, good, ts, shape, then the tables'
+        columns side by side) in one job; table ``order[i]``'s row is the frame's columns from
+        ``starts[i]``, as many as it has. Nothing is committed.
         ``sample_column``: the frame's column of record values to keep one of per shape (:meth:`samples`)."""
         names = self._gateway.new_array(self._jvm.java.lang.String, len(order))
         columns = self._gateway.new_array(self._jvm.int, len(order))
-        for i, (t, c) in enumerate(zip(order, struct_of, strict=True)):
+        for i, (t, c) in enumerate(zip(order, starts, strict=True)):
             names[i] = t
             columns[i] = c
         self._j.runRouted(frame._jdf, names, columns, max_shapes, sample_column)

@@ -144,11 +144,11 @@ class OnePass(Strategy):
         decoded = (decoded_frame(plain, targets, t.kafka_metadata_columns, by_field)
                    if plain is not None and cfg.stream.decode_in_task else None)
         if declared:
-            framed, struct_of = declared_frame(rows, targets, pre.formats, t.kafka_metadata_columns,
+            framed, starts = declared_frame(rows, targets, pre.formats, t.kafka_metadata_columns,
                                                src.max_value_bytes, pre.formats.expected() if by_record else None)
             sample_column = -1
         elif decoded is None:
-            framed, struct_of, sample_column = frame(rows, targets, t.kafka_metadata_columns,
+            framed, starts, sample_column = frame(rows, targets, t.kafka_metadata_columns,
                                                      src.max_value_bytes, sample)
         else:
             framed, group_of, types, layout = decoded
@@ -170,7 +170,7 @@ class OnePass(Strategy):
         try:
             log.info("writing batch %s to %d tables in one pass", ctx.batch_id, len(order))
             if decoded is None:
-                job.run_routed(framed, order, struct_of, shapes.MAX_SHAPES, sample_column)
+                job.run_routed(framed, order, starts, shapes.MAX_SHAPES, sample_column)
             else:
                 job.run_decoded(framed, order, decoding)
         except BaseException:

@@ -25,7 +25,8 @@ from icetide.ingest.formats.json import json_columns
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from icetide.ingest.formats import Formats, ValueFormat
+    from icetide.ingest.formats import Formats
+    from icetide.ingest.formats.avro import AvroFormat
 
 IDX = "_icetide_idx"
 
@@ -40,21 +41,21 @@ class Target:
 def frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, max_value_bytes: int, sample: bool = False
           ) -> tuple[DataFrame, list[int], int]:
     """``rows`` (routed, with ``_kafka_*`` and ``value``) as the frame ``runRouted`` takes:
-    (idx, good, ts, shape, row structs), which row struct holds each target's rows, and (``sample``)
-    the column of the record values the job keeps one of per shape (else -1). Targets with the same
-    columns share a parse and a row struct (a fan-out by tenant or topic often writes many tables
-    of one schema)."""
+    (idx, good, ts, shape, then the targets' columns side by side), the column each target's row
+    starts at, and (``sample``) the column of the record values the job keeps one of per shape (else
+    -1). Targets with the same columns share a parse and their columns (a fan-out by tenant or topic
+    often writes many tables of one schema)."""
     app = rows.sparkSession.sparkContext.applicationId
     key = tuple((t.table, t.schema.json(), t.full_schema.json()) for t in targets)
-    idx, parses, out, struct_of = _columns(app, key, kafka_columns, max_value_bytes)
+    idx, parses, out, starts = _columns(app, key, kafka_columns, max_value_bytes)
     shape = F.col(shapes.SHAPE) if shapes.SHAPE in rows.columns else F.lit(None).cast("long")
     base = [F.col(c) for c in decode.KAFKA_COLUMNS] + [F.col("value"), F.col(shapes.SHAPE)]
     # Projections in steps: each record's parse (only its own table's) is computed once, then read
-    # by its error checks and its row struct (Spark does not merge projections that would repeat it).
+    # by its error checks and its row's columns (Spark does not merge projections that would repeat it).
     values = [F.col("value")] if sample else []
     framed = (rows.select(*base[:-1], shape.alias(shapes.SHAPE), idx)
               .select(*base, F.col(IDX), *parses).select(*out, *values))
-    return framed, struct_of, len(out) if sample else -1
+    return framed, starts, len(out) if sample else -1
 
 
 def decoded_frame(rows: DataFrame, targets: list[Target], kafka_columns: bool, by_field: bool = False
@@ -107,56 +108,59 @@ def _index(app: str, tables: tuple[str, ...]) -> Column:
     return expr.cast("int").alias(IDX)
 
 
-#: A target group's parse: (its record schema JSON, that schema, the parse column's name) → (struct, error class)
-Parse = Callable[[str, StructType, str], tuple[Column, Column]]
+#: A target group's parse: (its record schema JSON, that schema, a column name it may use) → (columns
+#: computed first, by name, read by the next two; the table's record columns; the error class)
+Parse = Callable[[str, StructType, str], tuple[dict[str, Column], dict[str, Column], Column]]
 
 
 def _grouped(tables: list[tuple[str, str]], kafka_columns: bool, parse: Parse
              ) -> tuple[list[Column], list[Column], list[int]]:
     """For targets given as (record schema JSON, full schema JSON): each group of targets with the
-    same columns parsed once (only its own records), then (parses, output columns, which row struct
-    holds each target's rows); the output columns are (idx, good, ts, shape, row structs)."""
+    same columns parsed once (only its own records), then (parses, output columns, the output column
+    each target's row starts at); the output columns are (idx, good, ts, shape, then each group's
+    table columns side by side: ``runRouted`` hands a slice of the frame's row to the writer, so no
+    struct is built per record)."""
     idx = F.col(IDX)
     groups: dict[tuple[str, str], list[int]] = {}
     for i, key in enumerate(tables):
         groups.setdefault(key, []).append(i)
-    struct_of = [0] * len(tables)
+    starts = [0] * len(tables)
     parses: list[Column] = []
     good: Column | None = None
-    structs: list[Column] = []
+    columns: list[Column] = []
+    metadata = decode.metadata_columns(kafka_columns)
     for g, ((schema_json, full_json), members) in enumerate(groups.items()):
         for i in members:
-            struct_of[i] = g
+            starts[i] = 4 + len(columns)
         mine = idx.isNotNull() if len(groups) == 1 else idx.isin(members)
-        name = f"_icetide_p{g}"
         schema = StructType.fromJson(json.loads(schema_json))
         full = StructType.fromJson(json.loads(full_json))
-        parsed, error_class = parse(schema_json, schema, name)
-        parses.append(F.when(mine, parsed).alias(name))
+        first, fields, error_class = parse(schema_json, schema, f"_icetide_p{g}")
+        parses += [F.when(mine, c).alias(name) for name, c in first.items()]
         ok = error_class.isNull()
         good = F.when(mine, ok) if good is None else good.when(mine, ok)
-        cols = decode.good_columns(schema, kafka_columns, name)
-        row = F.struct(*[(cols[f.name] if f.name in cols else F.lit(None).cast(f.dataType)).alias(f.name)
-                         for f in full.fields])
-        structs.append(F.when(mine, row).alias(f"_icetide_r{g}"))
+        cols = {**fields, **metadata}
+        for k, f in enumerate(full.fields):
+            c = cols[f.name] if f.name in cols else F.lit(None).cast(f.dataType)
+            columns.append((c if len(groups) == 1 else F.when(mine, c)).alias(f"_icetide_r{g}_{k}"))
     assert good is not None
     out = [idx, good.alias("good"), F.unix_millis("_kafka_timestamp").alias("ts"),
-           F.col(shapes.SHAPE).cast("long").alias("shape"), *structs]
-    return parses, out, struct_of
+           F.col(shapes.SHAPE).cast("long").alias("shape"), *columns]
+    return parses, out, starts
 
 
 @functools.lru_cache(maxsize=64)
 def _columns(app: str, key: tuple[tuple[str, str, str], ...], kafka_columns: bool, max_value_bytes: int
              ) -> tuple[Column, list[Column], list[Column], list[int]]:
-    """(table index, parses, output columns, row struct per target) for one list of targets, built
+    """(table index, parses, output columns, each target's first output column) for one list of targets, built
     once (hundreds of JVM calls). ``app`` is part of the key: columns are JVM objects of one
     application."""
-    def parse(schema_json: str, schema: StructType, name: str) -> tuple[Column, Column]:
+    def parse(schema_json: str, schema: StructType, name: str) -> tuple[dict[str, Column], dict[str, Column], Column]:
         parsed, error_class, _ = json_columns(app, schema_json, max_value_bytes, name)
-        return parsed, error_class
+        return {name: parsed}, decode.record_columns(schema, name), error_class
 
-    parses, out, struct_of = _grouped([(s, f) for _, s, f in key], kafka_columns, parse)
-    return _index(app, tuple(name for name, _, _ in key)), parses, out, struct_of
+    parses, out, starts = _grouped([(s, f) for _, s, f in key], kafka_columns, parse)
+    return _index(app, tuple(name for name, _, _ in key)), parses, out, starts
 
 
 def shape_of_id(sid: Column) -> Column:
@@ -171,14 +175,15 @@ def id_of_shape(shape: int) -> int:
     return (shape - 1) // 2
 
 
-def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | ValueFormat, kafka_columns: bool,
+def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | AvroFormat, kafka_columns: bool,
                    max_value_bytes: int, readable: list[int] | None = None) -> tuple[DataFrame, list[int]]:
     """``rows`` (routed, with ``_kafka_*``, ``value``, the schema id and :data:`shapes.SHAPE`) as the
     frame ``runRouted`` takes, for a format that declares its types (Avro): each record decoded once
     (:meth:`Formats.with_decoded`, one column per schema id) and projected onto its table's columns
-    by the format's own parse, the one the usual path runs, so a record is good or bad, and its
-    row, the same in both passes. Returns the frame and which row struct holds each target's rows
-    (targets with the same columns share one). ``readable``: when the route comes from the decoded
+    by the format's own parse, by fields (:meth:`AvroFormat.parse_fields`: the usual path's parse
+    with no struct per record), so a record is good or bad, and its row, the same in both passes.
+    Returns the frame and the column each target's row starts at (targets with the same columns
+    share theirs). ``readable``: when the route comes from the decoded
     record (record name, field), the ids the pass can read; a record without a table whose id is not
     among them goes to the first target as a bad record of its id's shape, so the caller sees that
     the batch holds an id it could not route (else such records are merely not routed)."""
@@ -187,15 +192,16 @@ def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | Va
     spark = rows.sparkSession
     idx = _index(spark.sparkContext.applicationId, tuple(t.table for t in targets))
 
-    def parse(schema_json: str, schema: StructType, name: str) -> tuple[Column, Column]:
-        parsed = formats.parse_columns(spark, schema, max_value_bytes, name)
-        return parsed.struct, parsed.error_class
+    def parse(schema_json: str, schema: StructType, name: str) -> tuple[dict[str, Column], dict[str, Column], Column]:
+        fields, error_class = formats.parse_fields(schema, max_value_bytes)
+        return {}, fields, error_class
 
-    parses, out, struct_of = _grouped([(t.schema.json(), t.full_schema.json()) for t in targets], kafka_columns,
-                                      parse)
+    parses, out, starts = _grouped([(t.schema.json(), t.full_schema.json()) for t in targets], kafka_columns,
+                                   parse)
     base = [F.col(c) for c in (*decode.KAFKA_COLUMNS, "value", ID, shapes.SHAPE)]
-    # In steps, as frame(): each record's decode (its schema id's column) is computed once, then read
-    # by its table's parse, whose struct is read by the checks and the row.
+    # In steps: each record's decode (its schema id's column) is computed once, then read by its
+    # checks and its table's columns (Spark does not merge projections that would repeat it).
+    assert not parses, "a parse by fields computes nothing first"
     picked = rows.select(*base, idx)
     if readable is not None:
         sid = F.col(ID)
@@ -203,4 +209,4 @@ def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | Va
         picked = rows.select(*base, idx, F.col(routing.TABLE)).withColumn(
             IDX, F.coalesce(F.col(IDX), F.when(stray, F.lit(0)))).drop(routing.TABLE)
     decoded = formats.with_decoded(picked)
-    return decoded.select(*base, F.col(IDX), *parses).select(*out), struct_of
+    return decoded.select(*out), starts

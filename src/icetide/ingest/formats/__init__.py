@@ -233,6 +233,11 @@ class Formats:
         assert structs is not None and classes is not None and messages is not None
         return Parsed(structs, classes, messages)
 
+    def parse_fields(self, schema: StructType, max_value_bytes: int) -> tuple[dict[str, Column], Column]:
+        """The one pass's parse of a declaring format's append table (:meth:`AvroFormat.parse_fields`)."""
+        assert self.declared_one_pass and self.avro is not None, "only Avro values have a parse by fields"
+        return self.avro.parse_fields(schema, max_value_bytes)
+
 
 #: The shape of a record whose format has no shapes (= :data:`icetide.ingest.shapes.UNKNOWN`)
 UNKNOWN_SHAPE = 0

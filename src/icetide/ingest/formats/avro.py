@@ -274,11 +274,38 @@ class AvroFormat(ValueFormat):
         """(parsed struct: the table's columns plus ``__icetide_ok`` and, for CDC, the change's
         operation and ordering; error class; error message)."""
         sid = F.col(ID)
-        extra = [StructField(OK, BooleanType(), True)]
-        if cdc is not None:
-            extra += [StructField(CDC_OP, StringType(), True),
-                      StructField(CDC_ORDERING, cdc_rules.ordering_type(cdc), True)]
-        parsed = F.lit(None).cast(StructType([*schema.fields, *extra]))
+        rows, conflicts = self._rows(schema, cdc)
+        parsed = F.lit(None).cast(StructType([*schema.fields, *self._extra(cdc)]))
+        for i, cols in rows.items():
+            decoded = F.col(decoded_column(i))
+            parsed = F.when(sid == F.lit(i), F.when(decoded.isNotNull(), F.struct(*cols))).otherwise(parsed)
+        error_class, message = self._faults(F.col(parsed_name)[OK], conflicts, max_value_bytes, cdc)
+        return Parsed(F.when(F.length(F.col("value")) <= max_value_bytes, parsed), error_class, message)
+
+    def parse_fields(self, schema: StructType, max_value_bytes: int) -> tuple[dict[str, Column], Column]:
+        """:meth:`parse_columns` of an append table as one column per table column, read straight from
+        the decoded records (:meth:`with_decoded`), and the error class: no struct is built per record.
+        A good record's columns, and whether a record is good, are what :meth:`parse_columns` gives."""
+        sid = F.col(ID)
+        rows, conflicts = self._rows(schema, None)
+        fields: dict[str, Column] = {}
+        for k, f in enumerate([*schema.fields, *self._extra(None)]):
+            out = F.lit(None).cast(f.dataType)  # CASE over the ids (no id fits: null)
+            for i, cols in rows.items():
+                out = F.when(sid == F.lit(i), cols[k]).otherwise(out)
+            fields[f.name] = out.alias(f.name)
+        return fields, self._faults(fields.pop(OK), conflicts, max_value_bytes, None)[0]
+
+    @staticmethod
+    def _extra(cdc: CdcSettings | None) -> list[StructField]:
+        return [StructField(OK, BooleanType(), True), *([] if cdc is None else [StructField(
+            CDC_OP, StringType(), True), StructField(CDC_ORDERING, cdc_rules.ordering_type(cdc), True)])]
+
+    def _rows(self, schema: StructType, cdc: CdcSettings | None) -> tuple[dict[int, list[Column]], dict[int, str]]:
+        """Per schema id of the batch whose records fit the table: a record's values as the table's
+        columns, then ``__icetide_ok`` and, for CDC, the operation and ordering (each read from the
+        id's decoded column); per id that does not fit: why."""
+        rows: dict[int, list[Column]] = {}
         conflicts: dict[int, str] = {}
         for i in self.batch_ids:
             d = self.decodings.get(i)
@@ -296,8 +323,13 @@ class AvroFormat(ValueFormat):
                 cols += [avro_rows.pick(decoded, d.struct, avro_rows.op_path(cdc)).cast("string").alias(CDC_OP),
                          avro_rows.pick(decoded, d.struct, cdc.ordering).try_cast(cdc_rules.ordering_type(cdc))
                          .alias(CDC_ORDERING)]
-            parsed = F.when(sid == F.lit(i), F.when(decoded.isNotNull(), F.struct(*cols))).otherwise(parsed)
-        p, v = F.col(parsed_name), F.col("value")
+            rows[i] = cols
+        return rows, conflicts
+
+    def _faults(self, ok: Column, conflicts: dict[int, str], max_value_bytes: int, cdc: CdcSettings | None
+                ) -> tuple[Column, Column]:
+        """(error class, message) of a record whose decoded ``__icetide_ok`` is ``ok`` (null: it did not decode)."""
+        sid = F.col(ID)
         error_class, message = value_faults(max_value_bytes)
         for i, why in sorted(conflicts.items()):
             error_class = error_class.when(sid == F.lit(i), F.lit("incompatible_schema"))
@@ -309,16 +341,16 @@ class AvroFormat(ValueFormat):
                     error_class = error_class.when(sid == F.lit(i), F.lit("incompatible_schema"))
                     message = message.when(sid == F.lit(i), F.lit(
                         f"{self.label(i)} is not a Debezium envelope (no record field 'after'; target.cdc.format)"))
-        error_class = error_class.when(p[OK].isNull(), F.lit("undecodable"))
+        error_class = error_class.when(ok.isNull(), F.lit("undecodable"))
         shown = sid.cast("string")
         for i in self.batch_ids:
             if i < 0:
                 shown = F.when(sid == F.lit(i), F.lit(self.label(i).removeprefix("schema id "))).otherwise(shown)
-        message = message.when(p[OK].isNull(), F.concat(
+        message = message.when(ok.isNull(), F.concat(
             F.lit("the Avro payload does not decode with writer schema id "), shown,
             F.lit(" (truncated, not written with that schema, or a value its column cannot hold: a decimal wider "
                   "than 38 digits, a ZonedTimestamp that is not ISO-8601)")))
-        return Parsed(F.when(F.length(v) <= max_value_bytes, parsed), error_class, message)
+        return error_class, message
 
     def unified(self, parsed: Parsed, names: list[str]) -> Column:
         p = parsed.struct

@@ -50,6 +50,18 @@ final class Decoding implements Serializable {
 
   Routing route; // null: the frame's idx column names each record's table
 
+  /** The types of table {@code t}'s columns, by its layout (null columns: the null type). */
+  DataType[] columnTypes(int t) {
+    int[] layout = layouts[t];
+    DataType[] out = new DataType[layout.length];
+    for (int c = 0; c < layout.length; c++) {
+      int from = layout[c];
+      out[c] = from >= 0 ? types[groupOf[t]].fields()[from].dataType()
+          : from == NULL ? org.apache.spark.sql.types.NullType$.MODULE$ : frameTypes[-1 - from];
+    }
+    return out;
+  }
+
   /** Checks what {@link MultiTableWrite#runDecoded} was given against the frame and the tables. */
   static Decoding of(StructType frame, String[] order, int[] widths, int[] groupOf, String[] types, int[] layout,
       String timeZone, String corruptColumn, int maxDepth, int maxFields, String[] reserved, int maxValueBytes,

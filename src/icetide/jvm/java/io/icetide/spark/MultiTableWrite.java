@@ -154,46 +154,41 @@ public final class MultiTableWrite {
    *
    * @param frame columns {@code idx} (int: the position in {@code order} of the row's table; null
    *     or out of range: the row is only counted, see {@link #unrouted}), {@code good} (boolean),
-   *     {@code ts} (long), {@code shape} (long, nullable), then the row structs: tables with the
-   *     same columns share one (only the row's own table's struct is read)
+   *     {@code ts} (long), {@code shape} (long, nullable), then the tables' columns side by side:
+   *     tables with the same columns share them (only the row's own table's columns are read)
    * @param order the tables (namespace.table, each added with {@link #addTarget})
-   * @param structOf for each table of {@code order}, which row struct holds its rows (0 = the
-   *     frame's fifth column)
+   * @param starts for each table of {@code order}, the frame column its first column is; its row is
+   *     the next {@code width} columns, of the types of the row schema it was added with
    * @param maxShapes how many distinct shapes a table may report before it reports "too many"
-   */
-  public synchronized void runRouted(Dataset<Row> frame, String[] order, int[] structOf, int maxShapes) {
-    runRouted(frame, order, structOf, maxShapes, -1);
-  }
-
-  /**
-   * {@link #runRouted(Dataset, String[], int[], int)}, keeping per table the first value of each
-   * shape a task meets (column {@code sampleColumn} of the frame, binary; at most {@link
-   * #SAMPLE_BYTES} per table and task): what schema inference needs to tell whether the table's
-   * schema fits a new shape, without reading the batch again ({@link #samples}).
+   * @param sampleColumn -1, or keep per table the first value of each shape a task meets (column
+   *     {@code sampleColumn} of the frame, binary; at most {@link #SAMPLE_BYTES} per table and
+   *     task): what schema inference needs to tell whether the table's schema fits a new shape,
+   *     without reading the batch again ({@link #samples})
    */
   public synchronized void runRouted(
-      Dataset<Row> frame, String[] order, int[] structOf, int maxShapes, int sampleColumn) {
+      Dataset<Row> frame, String[] order, int[] starts, int maxShapes, int sampleColumn) {
     if (ran) {
       throw new IllegalStateException("the job already ran");
     }
     ran = true;
     StructType schema = frame.schema();
     int n = order.length;
-    if (n != targets.size() || structOf.length != n) {
+    if (n != targets.size() || starts.length != n) {
       throw new IllegalArgumentException(
-          "order names " + n + " tables and structOf " + structOf.length + ", but " + targets.size()
+          "order names " + n + " tables and starts " + starts.length + ", but " + targets.size()
               + " were added");
     }
-    int[] widths = new int[n];
+    StructType[] rowSchemas = new StructType[n];
     for (int i = 0; i < n; i++) {
-      widths[i] = target(order[i]).width;
+      rowSchemas[i] = target(order[i]).rowSchema;
     }
-    int[] columns = WriteTargets.routedColumns(schema, order, structOf, widths);
+    org.apache.spark.sql.types.DataType[][] slices = WriteTargets.routedSlices(schema, order, starts, rowSchemas);
+    int[] at = starts.clone();
     reorder(order);
     JavaRDD<InternalRow> rdd = rows(frame);
     DataWriterFactory[] factories = factories(rdd.getNumPartitions());
     List<TaskResult> results = collect(rdd.mapPartitionsWithIndex(
-        (index, rows) -> WriteTasks.writeRouted(index, rows, factories, columns, widths, maxShapes, sampleColumn),
+        (index, rows) -> WriteTasks.writeRouted(index, rows, factories, at, slices, maxShapes, sampleColumn),
         false));
     collectResults(results, maxShapes);
   }

@@ -19,6 +19,7 @@ final class TableWrite {
   final String name;
   final Dataset<Row> frame; // null in routed mode
   final int width;
+  final org.apache.spark.sql.types.StructType rowSchema; // the table's columns, as its rows hold them
   final BatchWrite batchWrite;
   final List<WriterCommitMessage> messages = new ArrayList<>();
   long good;
@@ -28,10 +29,11 @@ final class TableWrite {
   final Map<Long, byte[]> samples = new HashMap<>(); // shape → the first value of it seen
   private boolean done;
 
-  TableWrite(String name, Dataset<Row> frame, int width, BatchWrite batchWrite) {
+  TableWrite(String name, Dataset<Row> frame, org.apache.spark.sql.types.StructType rowSchema, BatchWrite batchWrite) {
     this.name = name;
     this.frame = frame;
-    this.width = width;
+    this.rowSchema = rowSchema;
+    this.width = rowSchema.fields().length;
     this.batchWrite = batchWrite;
   }
 

@@ -88,34 +88,41 @@ final class WriteTargets {
         return "the table asks for a write ordering (sort order, or fan-out writer off)";
       }
     }
-    return new TableWrite(namespace + "." + table, frame, rowSchema.fields().length, write.toBatch());
+    return new TableWrite(namespace + "." + table, frame, rowSchema, write.toBatch());
   }
 
   /**
-   * The frame columns holding each table's rows in a routed job ({@code 4 + structOf[i]}), checked
-   * against the frame's leading columns (idx int, good boolean, ts long, shape long) and each
-   * table's width.
+   * The column types of each table's rows in a routed job: table {@code i}'s columns are the frame's
+   * {@code starts[i]} to {@code starts[i] + width - 1}, checked against the frame's leading columns
+   * (idx int, good boolean, ts long, shape long) and, by type, against the table's row schema.
    */
-  static int[] routedColumns(StructType schema, String[] order, int[] structOf, int[] widths) {
-    if (schema.fields().length < 5
+  static org.apache.spark.sql.types.DataType[][] routedSlices(
+      StructType schema, String[] order, int[] starts, StructType[] rowSchemas) {
+    if (schema.fields().length < 4
         || !(schema.fields()[0].dataType() instanceof IntegerType$)
         || !(schema.fields()[1].dataType() instanceof BooleanType$)
         || !(schema.fields()[2].dataType() instanceof LongType$)
         || !(schema.fields()[3].dataType() instanceof LongType$)) {
       throw new IllegalArgumentException(
-          "frame must have columns (idx int, good boolean, ts long, shape long, row structs), not "
+          "frame must have columns (idx int, good boolean, ts long, shape long, then the tables' columns), not "
               + schema.simpleString());
     }
-    int[] columns = new int[order.length];
+    org.apache.spark.sql.types.DataType[][] out = new org.apache.spark.sql.types.DataType[order.length][];
     for (int i = 0; i < order.length; i++) {
-      columns[i] = 4 + structOf[i];
-      if (columns[i] < 4
-          || columns[i] >= schema.fields().length
-          || !(schema.fields()[columns[i]].dataType() instanceof StructType)
-          || ((StructType) schema.fields()[columns[i]].dataType()).fields().length != widths[i]) {
-        throw new IllegalArgumentException("column " + columns[i] + " does not hold " + order[i] + "'s rows");
+      org.apache.spark.sql.types.StructField[] want = rowSchemas[i].fields();
+      if (starts[i] < 4 || starts[i] + want.length > schema.fields().length) {
+        throw new IllegalArgumentException("columns from " + starts[i] + " do not hold " + order[i] + "'s rows");
+      }
+      out[i] = new org.apache.spark.sql.types.DataType[want.length];
+      for (int c = 0; c < want.length; c++) {
+        org.apache.spark.sql.types.DataType have = schema.fields()[starts[i] + c].dataType();
+        if (!have.catalogString().equalsIgnoreCase(want[c].dataType().catalogString())) {
+          throw new IllegalArgumentException("frame column " + (starts[i] + c) + " is " + have.catalogString()
+              + ", but " + order[i] + "'s column " + want[c].name() + " is " + want[c].dataType().catalogString());
+        }
+        out[i][c] = have;
       }
     }
-    return columns;
+    return out;
   }
 }

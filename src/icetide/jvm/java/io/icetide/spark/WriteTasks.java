@@ -6,7 +6,6 @@ import java.util.Iterator;
 import java.util.List;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
@@ -64,16 +63,21 @@ final class WriteTasks {
     }
   }
 
-  /** One partition of a routed frame (idx, good, ts, shape, row structs): {@link MultiTableWrite#runRouted}. */
+  /**
+   * One partition of a routed frame (idx, good, ts, shape, then the tables' columns side by side):
+   * {@link MultiTableWrite#runRouted}; table {@code t}'s row is the slice of {@code slices[t]}'s
+   * types from column {@code starts[t]}, handed to its writer without a copy.
+   */
   static Iterator<TaskResult> writeRouted(
       int index,
       Iterator<InternalRow> rows,
       DataWriterFactory[] factories,
-      int[] columns,
-      int[] widths,
+      int[] starts,
+      DataType[][] slices,
       int maxShapes,
       int sampleColumn) throws Exception {
     RoutedTally tally = new RoutedTally(index, factories, maxShapes);
+    RowView[] views = new RowView[starts.length];
     try {
       while (rows.hasNext()) {
         InternalRow row = rows.next();
@@ -92,7 +96,8 @@ final class WriteTasks {
           tally.shape(t, row.getLong(3), value);
         }
         if (ok) {
-          tally.write(t, row.getStruct(columns[t], widths[t]));
+          RowView view = views[t] == null ? (views[t] = RowView.slice(starts[t], slices[t])) : views[t];
+          tally.write(t, view.of(null, row));
         } else {
           tally.bad(t);
         }
@@ -115,6 +120,7 @@ final class WriteTasks {
       throws Exception {
     RoutedTally tally = new RoutedTally(index, factories, maxShapes);
     JsonRowDecoder[] decoders = new JsonRowDecoder[d.types.length];
+    RowView[] views = new RowView[d.layouts.length];
     try {
       while (rows.hasNext()) {
         InternalRow row = rows.next();
@@ -151,19 +157,8 @@ final class WriteTasks {
           tally.bad(t);
           continue;
         }
-        int[] layout = d.layouts[t];
-        Object[] values = new Object[layout.length];
-        InternalRow record = decoder.row;
-        for (int c = 0; c < layout.length; c++) {
-          int from = layout[c];
-          if (from >= 0) {
-            values[c] = record.isNullAt(from) ? null : record.get(from, d.types[g].fields()[from].dataType());
-          } else if (from != Decoding.NULL) {
-            int k = -1 - from;
-            values[c] = row.isNullAt(k) ? null : row.get(k, d.frameTypes[k]);
-          }
-        }
-        tally.write(t, new GenericInternalRow(values));
+        RowView view = views[t] == null ? (views[t] = new RowView(d.layouts[t], d.columnTypes(t))) : views[t];
+        tally.write(t, view.of(decoder.row, row));
       }
       return tally.finish().iterator();
     } catch (Throwable e) {
