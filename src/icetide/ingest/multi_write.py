@@ -39,13 +39,12 @@ def available(spark: SparkSession) -> bool:
 
 def frame(rows: DataFrame, good: Column, ts: Column, columns: dict[str, Column], table_schema: StructType
           ) -> DataFrame:
-    """The frame :meth:`MultiTableWrite.add` takes: (good, ts, row) with ``row`` in the table's
-    column order; a table column the records do not give is null."""
-    row = F.struct(*[
-        (columns[f.name] if f.name in columns else F.lit(None).cast(f.dataType)).alias(f.name)
-        for f in table_schema.fields
-    ])
-    return rows.select(good.alias("good"), ts.cast("long").alias("ts"), row.alias("row"))
+    """The frame :meth:`MultiTableWrite.add` takes: (good, ts, then the table's columns, in its
+    order; a table column the records do not give is null). No struct per row: the writer is handed
+    a view of the frame's row."""
+    row = [(columns[f.name] if f.name in columns else F.lit(None).cast(f.dataType)).alias(f.name)
+           for f in table_schema.fields]
+    return rows.select(good.alias("good"), ts.cast("long").alias("ts"), *row)
 
 
 @dataclass

@@ -25,10 +25,11 @@ import scala.reflect.ClassTag$;
  * all tables run as one job over the union of their frames. The driver then commits each table
  * with {@link #commit(int)}, and the caller decides what happens between commits.
  *
- * <p>Each frame has three columns: {@code good} (boolean: write the row or count it as bad),
- * {@code ts} (long, nullable: the maximum is reported) and {@code row} (a struct with exactly the
- * table's columns, in order). A table whose write needs a distribution or ordering (Spark would
- * shuffle or sort) is refused by {@link #add}; the caller writes it the usual way.
+ * <p>Each frame has columns {@code good} (boolean: write the row or count it as bad), {@code ts}
+ * (long, nullable: the maximum is reported), then exactly the table's columns, in order; the writer
+ * is handed a view of them ({@link RowView}), no struct is built per row. A table whose write needs
+ * a distribution or ordering (Spark would shuffle or sort) is refused by {@link #add}; the caller
+ * writes it the usual way.
  *
  * <p>Routed mode ({@link #addTarget} then {@link #runRouted}): one frame holds the rows of every
  * table, and each task hands each row to the writer of the table its {@code idx} column names.
@@ -121,7 +122,7 @@ public final class MultiTableWrite {
     int n = targets.size();
     int[] starts = new int[n + 1];
     DataWriterFactory[] factories = new DataWriterFactory[n];
-    int[] widths = new int[n];
+    org.apache.spark.sql.types.DataType[][] types = new org.apache.spark.sql.types.DataType[n][];
     @SuppressWarnings("unchecked")
     JavaRDD<InternalRow>[] rdds = new JavaRDD[n];
     for (int i = 0; i < n; i++) {
@@ -130,12 +131,15 @@ public final class MultiTableWrite {
       int parts = rdds[i].getNumPartitions();
       starts[i + 1] = starts[i] + parts;
       factories[i] = t.batchWrite.createBatchWriterFactory(new PhysicalWriteInfoImpl(parts));
-      widths[i] = t.width;
+      types[i] = new org.apache.spark.sql.types.DataType[t.width];
+      for (int c = 0; c < t.width; c++) {
+        types[i][c] = t.rowSchema.fields()[c].dataType();
+      }
     }
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     JavaRDD<InternalRow> all = jsc.union(rdds);
     List<TaskResult> results = collect(all.mapPartitionsWithIndex(
-        (index, rows) -> WriteTasks.writePartition(index, rows, starts, factories, widths), false));
+        (index, rows) -> WriteTasks.writePartition(index, rows, starts, factories, types), false));
     collectResults(results, Integer.MAX_VALUE);
   }
 

@@ -29,16 +29,19 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class WriteTargets {
   private WriteTargets() {}
 
+  /**
+   * The row schema of a frame {@link MultiTableWrite#add} takes: (good boolean, ts long, then the
+   * table's columns, in order).
+   */
   static StructType checkFrame(Dataset<Row> frame) {
     StructType schema = frame.schema();
-    if (schema.fields().length != 3
+    if (schema.fields().length < 3
         || !(schema.fields()[0].dataType() instanceof BooleanType$)
-        || !(schema.fields()[1].dataType() instanceof LongType$)
-        || !(schema.fields()[2].dataType() instanceof StructType)) {
+        || !(schema.fields()[1].dataType() instanceof LongType$)) {
       throw new IllegalArgumentException(
-          "frame must have columns (good boolean, ts long, row struct), not " + schema.simpleString());
+          "frame must have columns (good boolean, ts long, then the table's columns), not " + schema.simpleString());
     }
-    return (StructType) schema.fields()[2].dataType();
+    return new StructType(java.util.Arrays.copyOfRange(schema.fields(), 2, schema.fields().length));
   }
 
   /** A {@link TableWrite}, or why the table cannot be written here. Safe to call from many threads. */

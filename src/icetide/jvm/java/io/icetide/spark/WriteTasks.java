@@ -16,15 +16,18 @@ import org.apache.spark.sql.types.StructType;
 final class WriteTasks {
   private WriteTasks() {}
 
-  /** One partition of one table's frame (good, ts, row): {@link MultiTableWrite#run}. */
+  /**
+   * One partition of one table's frame (good, ts, then the table's columns, of {@code types[t]}):
+   * {@link MultiTableWrite#run}; the writer is handed a view of the frame's row, no copy.
+   */
   static Iterator<TaskResult> writePartition(
-      int index, Iterator<InternalRow> rows, int[] starts, DataWriterFactory[] factories, int[] widths)
+      int index, Iterator<InternalRow> rows, int[] starts, DataWriterFactory[] factories, DataType[][] types)
       throws Exception {
     int t = 0;
     while (starts[t + 1] <= index) {
       t++;
     }
-    int width = widths[t];
+    RowView view = RowView.slice(2, types[t]);
     long good = 0;
     long bad = 0;
     long tsMax = Long.MIN_VALUE;
@@ -39,7 +42,7 @@ final class WriteTasks {
           if (writer == null) {
             writer = factories[t].createWriter(index - starts[t], TaskContext.get().taskAttemptId());
           }
-          writer.write(row.getStruct(2, width));
+          writer.write(view.of(null, row));
           good++;
         } else {
           bad++;
