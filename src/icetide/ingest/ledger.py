@@ -34,7 +34,7 @@ from icetide import faults
 from icetide.config.base import interval_seconds
 from icetide.config.models import PipelineConfig
 from icetide.errors import FENCE_MARKER, FencedError, TopicRecreatedError, is_commit_conflict, is_fenced
-from icetide.ingest import multi_write
+from icetide.ingest import cdc, multi_write
 from icetide.ingest.recreated import Recreated, Topics, confirm_stale, ids_to_record, stop_message
 from icetide.lake import inflight
 from icetide.lake.fence import FENCE_CLASS, Fence, drop_stale_branches, fenced_append, fenced_write
@@ -321,8 +321,8 @@ class Ledger:
         catalog, name = p.table.split(".", 1)
         job = multi_write.MultiTableWrite(self.spark)
         schema = out.sparkSession.table(p.table).schema
-        frame = multi_write.frame(out, F.lit(True), F.lit(None).cast("long"), {c: F.col(c) for c in out.columns},
-                                  schema)
+        columns = {c: F.col(cdc.quote(c)) for c in out.columns}  # a name with a dot is one column
+        frame = multi_write.frame(out, F.lit(True), F.lit(None).cast("long"), columns, schema)
         if job.add(catalog, name, frame, p.tags) is not None:
             return None
         log.info("committing batch %s to %s", p.watermark.batch, p.table)

@@ -35,7 +35,7 @@ final class WriteTargets {
    */
   static StructType checkFrame(Dataset<Row> frame) {
     StructType schema = frame.schema();
-    if (schema.fields().length < 3
+    if (schema.fields().length < 2
         || !(schema.fields()[0].dataType() instanceof BooleanType$)
         || !(schema.fields()[1].dataType() instanceof LongType$)) {
       throw new IllegalArgumentException(
