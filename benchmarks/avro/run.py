@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -85,13 +86,21 @@ def table_ddl(wide: int = 0, nested: bool = False) -> str:
 CAPACITY = "0 seconds"
 
 
-def events(n: int, seed: int = 5, wide: int = 0, nested: bool = False) -> list[dict[str, Any]]:
+def iter_events(n: int, seed: int = 5, wide: int = 0, nested: bool = False, now: datetime | None = None
+                ) -> Iterator[dict[str, Any]]:
+    """The events, one at a time (a million of 150 fields do not fit in memory as a list)."""
     rng = random.Random(seed)
-    now = datetime.now(UTC)
+    now = now or datetime.now(UTC)
     types = _types(nested)
-    return [{"id": f"evt-{i:09d}", "event_time": now - timedelta(seconds=rng.randint(0, 3 * 86400)),
-             "user_id": rng.randint(1, 50_000), "event_type": f"t{i % 20:02d}", "amount": round(rng.uniform(0, 500), 2),
-             "payload": "x" * 150, **{f"w{k}": types[k % len(types)][2](i) for k in range(wide)}} for i in range(n)]
+    for i in range(n):
+        yield {"id": f"evt-{i:09d}", "event_time": now - timedelta(seconds=rng.randint(0, 3 * 86400)),
+               "user_id": rng.randint(1, 50_000), "event_type": f"t{i % 20:02d}",
+               "amount": round(rng.uniform(0, 500), 2), "payload": "x" * 150,
+               **{f"w{k}": types[k % len(types)][2](i) for k in range(wide)}}
+
+
+def events(n: int, seed: int = 5, wide: int = 0, nested: bool = False) -> list[dict[str, Any]]:
+    return list(iter_events(n, seed, wide, nested))
 
 
 def as_json(e: dict[str, Any]) -> bytes:
@@ -99,18 +108,21 @@ def as_json(e: dict[str, Any]) -> bytes:
                       default=lambda v: float(v) if isinstance(v, Decimal) else str(v)).encode()
 
 
-def as_avro(events_: list[dict[str, Any]], schema_id: int, wide: int = 0, nested: bool = False) -> list[bytes]:
+def as_avro(events_: Iterable[dict[str, Any]], schema_id: int, wide: int = 0, nested: bool = False) -> list[bytes]:
     """The Confluent wire format: byte 0, the 4-byte schema id, Avro binary (fastavro)."""
+    return list(iter_avro(events_, schema_id, wide, nested))
+
+
+def iter_avro(events_: Iterable[dict[str, Any]], schema_id: int, wide: int = 0, nested: bool = False
+              ) -> Iterator[bytes]:
     import fastavro
 
     parsed = fastavro.parse_schema(schema(wide, nested))
     header = b"\x00" + schema_id.to_bytes(4, "big")
-    out = []
     for e in events_:
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, parsed, e)
-        out.append(header + buf.getvalue())
-    return out
+        yield header + buf.getvalue()
 
 
 def vanilla_worker(cfg_path: Path, expected: int, wide: int = 0, nested: bool = False, tuned: bool = False
@@ -213,12 +225,15 @@ def _run(n: int, wide: int, systems: list[str] | tuple[str, ...], nested: bool, 
                                  headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
     with urllib.request.urlopen(req, timeout=30) as r:
         schema_id = int(json.loads(r.read())["id"])
-    evs = events(n, wide=wide, nested=nested)
-    json_values, avro_values = [as_json(e) for e in evs], as_avro(evs, schema_id, wide, nested)
-    for topic, values in ((json_topic, json_values), (avro_topic, avro_values)):
-        create_topic(bootstrap, topic, 4)
-        send(bootstrap, topic, values, 4)
-    sizes = {"json": len(json_values[0]), "avro": len(avro_values[0])}
+    now = datetime.now(UTC)
+    first = next(iter_events(1, wide=wide, nested=nested, now=now))
+    sizes = {"json": len(as_json(first)), "avro": len(next(iter_avro([first], schema_id, wide, nested)))}
+    create_topic(bootstrap, avro_topic, 4)
+    avro = iter_avro(iter_events(n, wide=wide, nested=nested, now=now), schema_id, wide, nested)
+    send(bootstrap, avro_topic, avro, 4)
+    if "icetide JSON" in systems:
+        create_topic(bootstrap, json_topic, 4)
+        send(bootstrap, json_topic, (as_json(e) for e in iter_events(n, wide=wide, nested=nested, now=now)), 4)
     print(f"produced {n} events: ~{sizes['json']} B as JSON, ~{sizes['avro']} B as Avro", flush=True)
     results = []
     if "icetide JSON" in systems:
