@@ -295,13 +295,14 @@ def test_registry_down_for_a_minute_mid_run(kafka, lake, tmp_path, registry) -> 
     v2 = {**schema, "fields": [*schema["fields"], {"name": "extra", "type": "string", "default": "d"}]}
     s1, s2 = serializer(registry.url, schema), serializer(registry.url, v2)
     first = [encode(s1, topic, {"id": i}) for i in range(20)]
-    later = [encode(s2, topic, {"id": i, "extra": "e"}) for i in range(20, 40)]  # registered now, unseen
     send(kafka.bootstrap, topic, first)
     cfg = write_config(tmp_path / "p.yaml", avro_pipeline(kafka, lake, tmp_path, topic, table, registry.url))
     log = tmp_path / "run.log"
     proc = start(cfg, log)
     try:
         wait_for(log, r'"records": 20', 0)
+        # registered after the first batch, which learned the subject's latest version: unseen
+        later = [encode(s2, topic, {"id": i, "extra": "e"}) for i in range(20, 40)]
         registry.stop()
         send(kafka.bootstrap, topic, later)
         wait_for(log, r"schema registry .* unavailable", 0, timeout=120)

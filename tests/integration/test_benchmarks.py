@@ -86,6 +86,11 @@ def test_avro_benchmark_runs_every_system_on_the_nested_schema(kafka, registry, 
     for x in r["results"]:
         assert x["rows"] == x["expected"] == 2000, x
     assert "| vanilla from_avro tuned |" in (tmp_path / "results.md").read_text()
+    # #39: the run's first batch learned the subject's latest schema from the registry, created the
+    # table from it and took the one pass (with the hash distribution: shuffled by day first)
+    for system in ("icetide Avro", "icetide Avro hash"):
+        first = next(x for x in r["results"] if x["system"] == system)["batch_phases"][0]
+        assert {"learn_first", "one_pass_job"} <= set(first["timings"]) and "admit" not in first["timings"], first
 
 
 def test_spark_only_benchmarks_run_at_a_tiny_size(tmp_path) -> None:  # type: ignore[no-untyped-def]

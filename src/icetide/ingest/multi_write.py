@@ -7,9 +7,10 @@ table's writer, file size, format and snapshot properties), but the tasks of all
 job; each table is then committed on its own, so a crash between two commits is recovered per
 table exactly as before.
 
-A table whose write needs a shuffle or sort (``write.distribution-mode`` hash/range, a sort
-order, the fan-out writer off), a required column, or rows that do not match it as they are, is
-refused and written by its own Spark job.
+A table whose write needs a sort (``write.distribution-mode=range``, a sort order, the fan-out
+writer off), a required column, or rows that do not match it as they are, is refused and written by
+its own Spark job; so is one that needs a shuffle (``write.distribution-mode=hash``), except in
+routed mode, whose caller shuffles the frame by the table's partition (:func:`clustered_frame`).
 
 Routed mode (:meth:`MultiTableWrite.add_target`, :meth:`MultiTableWrite.run_routed`) takes one
 frame holding every table's rows; see :mod:`icetide.ingest.one_pass`.
@@ -17,6 +18,7 @@ frame holding every table's rows; see :mod:`icetide.ingest.one_pass`.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +47,40 @@ def frame(rows: DataFrame, good: Column, ts: Column, columns: dict[str, Column],
     row = [(columns[f.name] if f.name in columns else F.lit(None).cast(f.dataType)).alias(f.name)
            for f in table_schema.fields]
     return rows.select(good.alias("good"), ts.cast("long").alias("ts"), *row)
+
+
+@dataclass(frozen=True)
+class Clustering:
+    """One key of a table's hash distribution: Iceberg's partition transform ``transform`` (with its
+    integer ``args``, e.g. a bucket count) of the row's column at index ``column``."""
+
+    transform: str
+    args: tuple[int, ...]
+    column: int
+
+
+def clustered_frame(frame: DataFrame, catalog: str, starts: list[int], keys: list[list[Clustering]]) -> DataFrame:
+    """``frame`` (``run_routed``'s: idx first, table ``i``'s row from column ``starts[i]``) shuffled so
+    that the rows of one partition of a table meet in one task, as Spark's own write of a table with
+    ``write.distribution-mode=hash`` shuffles them: each task then writes a partition's rows into one
+    file, not one file per task. The key is table ``i``'s transforms, computed by the catalog's own
+    functions (Iceberg's ``system.days`` ...); every table has keys. Every key is deterministic, so a
+    retried task sends each row where it sent it before; a row of no table (null ``idx``) has a null key."""
+    names = frame.columns
+    quoted = ".".join(f"`{p.replace('`', '``')}`" for p in (catalog, "system"))
+    idx = F.col(names[0])
+    key: Column | None = None
+    for i, (start, mine) in enumerate(zip(starts, keys, strict=True)):
+        parts = [F.lit(i)]
+        for k in mine:
+            col = F.col(f"`{names[start + k.column]}`")
+            parts.append(col if k.transform == "identity" else
+                         F.call_function(f"{quoted}.{k.transform}", *[F.lit(a) for a in k.args], col))
+        assert mine, f"table {i} of the frame asks for no clustering"
+        value = F.hash(*parts)
+        key = F.when(idx == i, value) if key is None else key.when(idx == i, value)
+    assert key is not None, "a frame of no tables"
+    return frame.repartition(key)
 
 
 @dataclass
@@ -98,13 +134,21 @@ class MultiTableWrite:
         reason = self._j.add(catalog, namespace, name, frame._jdf, options)
         return None if reason is None else str(reason)
 
-    def add_target(self, catalog: str, table: str, row_schema: StructType, properties: dict[str, str]
-                   ) -> str | None:
-        """Add ``table`` to a routed job, its rows being ``row_schema``; the reason if it cannot be."""
+    def add_target(self, catalog: str, table: str, row_schema: StructType, properties: dict[str, str],
+                   clustered: bool = False) -> str | None:
+        """Add ``table`` to a routed job, its rows being ``row_schema``; the reason if it cannot be.
+        ``clustered``: a table whose write asks for a hash distribution is added too, and the frame
+        given to :meth:`run_routed` is then clustered by :meth:`clustering` (:func:`clustered_frame`)."""
         namespace, name = table.split(".", 1)
         options = {f"snapshot-property.{k}": v for k, v in properties.items()}
-        reason = self._j.addTarget(catalog, namespace, name, self._struct(row_schema), options)
+        reason = self._j.addTarget(catalog, namespace, name, self._struct(row_schema), options, clustered)
         return None if reason is None else str(reason)
+
+    def clustering(self, table: str) -> list[Clustering]:
+        """How ``table``'s rows must be clustered before its writer sees them (empty: no ask)."""
+        text = self._j.clustering(table)
+        return [] if text is None else [Clustering(x["transform"], tuple(x["args"]), x["column"])
+                                        for x in json.loads(str(text))]
 
     def _struct(self, schema: StructType) -> Any:
         return self._jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json())

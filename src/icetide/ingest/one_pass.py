@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -37,6 +38,7 @@ from icetide.ingest.ledger import Pending
 from icetide.ingest.one_pass_frames import Target, declared_frame, decoded_frame, frame, id_of_shape
 from icetide.ingest.strategies import BatchContext, Strategy
 from icetide.lake.tables import ensure_namespace
+from icetide.secrets import error_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -74,6 +76,47 @@ class OnePass(Strategy):
         self._drifted = -SAMPLE_BATCHES - 1  # the last batch in which a table met shapes it was not known to fit
         #: declared formats: table → (schema JSON, batch) when it met a learned id that does not settle
         self._refusing: dict[str, tuple[str, int]] = {}
+        self._unclustered: set[str] = set()  # tables whose shuffle by partition Spark could not plan
+        self._asked_registry = False  # learn_first: once a run
+        self._created_first: list[str] = []  # made by learn_first, reported by the next write
+
+    def learn_first(self, lap: Callable[[str], None]) -> bool:
+        """A single-table Avro pipeline's first batch of a run (no schema id learned yet): learn each
+        topic's latest value schema from the registry and create the table from it if it does not
+        exist, so that batch too takes the one pass; False when that cannot be (asked once a run:
+        routed or CDC targets, a topic pattern, another subject naming, no such subject, an outage).
+        Records of another id are left to the usual path, which learns them, as in any later batch."""
+        cfg, t, pre = self.cfg, self.cfg.target, self.preparer
+        if self._asked_registry or t.route is not None or t.table is None or not cfg.source.topics:
+            return False
+        self._asked_registry = True
+        if t.policy_for(t.table).cdc is not None:
+            return False
+        try:
+            ids, safe = pre.formats.learn_latest(self.spark, list(cfg.source.topics))
+        except Exception as e:  # the usual path learns the batch's own ids (and waits out an outage)
+            log.info("no schema learned from the registry before the first batch: %s", error_line(e, 300))
+            return False
+        if not ids:
+            return False
+        if t.table not in pre.known_tables():
+            # made from the latest version only when older records fit it and may evolve it (a
+            # version registered ahead of its producers, under weaker compatibility, or a table that
+            # never evolves, is left to the batch's own ids: the usual path)
+            if not safe or not t.evolve_schema:
+                return False
+            declared = pre.formats.declared(ids, None)
+            if declared is None:
+                return False
+            if t.field_names == "sanitize":
+                declared = cast(StructType, names.sanitized_type(declared))
+            ensure_namespace(self.spark, pre.catalog, t.table.split(".")[0])
+            if pre.create(t.table, declared) is not None:
+                return False  # the usual path reports why
+            pre.known_tables().add(t.table)
+            self._created_first.append(t.table)
+        lap("learn_first")
+        return True
 
     def write(self, rows: DataFrame, ctx: BatchContext, plain: DataFrame | None = None) -> Result | None:
         """Write the records of recently written tables in one pass; None when no table qualifies.
@@ -86,7 +129,8 @@ class OnePass(Strategy):
             return None
         if not declared and ((t.evolve_schema and shapes.SHAPE not in rows.columns) or not pre.formats.json_only):
             return None  # the one pass parses JSON and Avro
-        created = self._create_configured()
+        created = self._create_configured() + self._created_first
+        self._created_first = []
         never = ctx.batch_id - RECENT_BATCHES - 1
 
         def last(table: str) -> int:
@@ -122,7 +166,7 @@ class OnePass(Strategy):
             pending = self.ledger.begin(self.q(table), ctx.batch_id, ctx.ranges)
             if pending is None or pending.keep is not None:  # a replay: the usual path sorts it out
                 return None
-            reason = job.add_target(pre.catalog, table, pre.full_schema(table), pending.tags)
+            reason = job.add_target(pre.catalog, table, pre.full_schema(table), pending.tags, clustered=True)
             if reason is not None:
                 self._refused(table, reason)
                 return None
@@ -141,8 +185,14 @@ class OnePass(Strategy):
             not pre.shapes.knows(x, pre.schema(x)) for x in order))
         src = cfg.source
         by_field = t.route is not None and t.route.by == "field" and len({x.schema.json() for x in targets}) == 1
+        # Tables that all ask for write.distribution-mode=hash have their rows shuffled by partition
+        # first, as Spark's own write would: the frame of expressions then, since the in-task decoder
+        # has no rows before its task. A batch mixing them with other tables, or whose keys Spark
+        # cannot compute, is written unshuffled: the layout is a request, not a condition of the write.
+        keys = [job.clustering(x) for x in order]
+        shuffle = all(keys) and not self._unclustered.intersection(order)
         decoded = (decoded_frame(plain, targets, t.kafka_metadata_columns, by_field)
-                   if plain is not None and cfg.stream.decode_in_task else None)
+                   if plain is not None and cfg.stream.decode_in_task and not shuffle else None)
         if declared:
             framed, starts = declared_frame(rows, targets, pre.formats, t.kafka_metadata_columns,
                                                src.max_value_bytes, pre.formats.expected() if by_record else None)
@@ -164,6 +214,13 @@ class OnePass(Strategy):
                     table_pieces=table_pieces,
                     route_tables=[x if routing.allowed_table(t.route, x, pre.reserved) else None for x in order],
                     fallback=routing.table_column(t.route, pre.reserved, src.max_value_bytes))
+        if shuffle:
+            try:
+                framed = multi_write.clustered_frame(framed, pre.catalog, starts, keys)
+            except Exception as e:  # e.g. a catalog that exposes no system.* functions
+                log.warning("writing %s without the shuffle by partition its tables ask for: %s", order,
+                            error_line(e, 300))
+                self._unclustered.update(order)
         ctx.lap("one_pass_plan")
         qualified = [self.q(x) for x in order]
         self.ledger.mark(qualified, ctx.since_ms or int(time.time() * 1000))

@@ -254,8 +254,8 @@ class BatchWriter:
         batch is cached and its ids listed (a table that meets an id not learned yet is left to the
         usual path, which learns it); None when it does not apply."""
         formats = self.preparer.formats
-        if not (formats.declared_one_pass and self.cfg.stream.one_pass_write and self._multi_table_write()
-                and formats.expect_known()):
+        if not (formats.declared_one_pass and self.cfg.stream.one_pass_write and self._multi_table_write()) or (
+                not formats.expect_known() and not (self.one_pass.learn_first(ctx.lap) and formats.expect_known())):
             return None
         routed = self.preparer.routed(formats.with_ids(rows))
         return self.one_pass.write(routed.withColumn(shapes.SHAPE, shape_of_id(F.col(ID))), ctx)

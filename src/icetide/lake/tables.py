@@ -1,7 +1,8 @@
 """Creating target tables: namespace, schema, partition transforms, streaming-tuned properties.
 
-Tables are created through DataFrameWriterV2, not SQL text, so no column name from a record or a
-config ever becomes SQL. Namespaces and table names are validated identifiers.
+Tables are created through DataFrameWriterV2 (or, partitioned by ``truncate``, the catalog's own
+``createTable``), not SQL text, so no column name or comment from a record or a config ever becomes
+SQL. Namespaces and table names are validated identifiers.
 """
 
 from __future__ import annotations
@@ -33,15 +34,61 @@ def partition_column(transform: str) -> Column:
     if m.group("fn"):
         fn = {"years": P.years, "months": P.months, "days": P.days, "hours": P.hours}[m.group("fn")]
         return fn(F.col(m.group("col1")))
+    if m.group("pfn") == "truncate":  # Spark's DataFrame writer has no truncate: _create_by_catalog
+        raise ValueError(f"{transform!r}: a DataFrame writer cannot partition by truncate; see _create_by_catalog")
     if m.group("pfn"):
-        fn2 = P.bucket if m.group("pfn") == "bucket" else _truncate
-        return fn2(int(m.group("n")), F.col(m.group("col2")))
+        return P.bucket(int(m.group("n")), F.col(m.group("col2")))
     return F.col(m.group("col3"))
 
 
-def _truncate(width: int, col: Column) -> Column:
-    # pyspark has no partitioning.truncate; the Iceberg transform is reachable by name.
-    return F.call_function("truncate", F.lit(width), col)
+def _create_by_catalog(spark: SparkSession, catalog: str, table: str, schema: StructType, partition_by: list[str],
+                       properties: dict[str, str]) -> None:
+    """Create a table partitioned by ``truncate``, which Spark's DataFrame writer cannot express (its
+    ``partitionedBy`` takes only years, months, days, hours, bucket and columns: "Invalid partition
+    transformation"), through the catalog's own ``createTable``: no SQL text, so no name or comment
+    from a record or a registry becomes SQL. Columns are nullable, as the writer's ``create`` makes them."""
+    jvm: Any = spark._jvm
+    gateway: Any = spark.sparkContext._gateway
+    expressions = jvm.org.apache.spark.sql.connector.expressions.Expressions
+    transforms = gateway.new_array(jvm.org.apache.spark.sql.connector.expressions.Transform, len(partition_by))
+    for k, t in enumerate(partition_by):
+        m = TRANSFORM_RE.fullmatch(t.strip())
+        if m is None:
+            raise ValueError(f"not a partition transform: {t!r}")
+        if m.group("fn"):
+            transforms[k] = getattr(expressions, m.group("fn"))(m.group("col1"))
+        elif m.group("pfn") == "bucket":
+            cols = gateway.new_array(jvm.java.lang.String, 1)
+            cols[0] = m.group("col2")
+            transforms[k] = expressions.bucket(int(m.group("n")), cols)
+        elif m.group("pfn") == "truncate":
+            args = gateway.new_array(jvm.org.apache.spark.sql.connector.expressions.Expression, 2)
+            args[0], args[1] = expressions.literal(int(m.group("n"))), expressions.column(m.group("col2"))
+            transforms[k] = expressions.apply("truncate", args)
+        else:
+            transforms[k] = expressions.identity(m.group("col3"))
+    jschema = jvm.org.apache.spark.sql.types.DataType.fromJson(_nullable(schema).json())
+    namespace = gateway.new_array(jvm.java.lang.String, 1)
+    namespace[0] = table.split(".")[0]
+    ident = jvm.org.apache.spark.sql.connector.catalog.Identifier.of(namespace, table.split(".")[1])
+    props = jvm.java.util.HashMap()
+    for k2, v in properties.items():
+        props.put(k2, v)
+    plugin = spark._jsparkSession.sessionState().catalogManager().catalog(catalog)
+    plugin.createTable(ident, jschema, transforms, props)  # Iceberg's SparkCatalog implements this form
+
+
+def _nullable(t: Any) -> Any:
+    """``t`` with every field, element and value nullable (what a CTAS writes)."""
+    from pyspark.sql.types import ArrayType, MapType, StructField
+
+    if isinstance(t, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in t.fields])
+    if isinstance(t, ArrayType):
+        return ArrayType(_nullable(t.elementType), True)
+    if isinstance(t, MapType):
+        return MapType(_nullable(t.keyType), _nullable(t.valueType), True)
+    return t
 
 
 def table_exists(spark: SparkSession, table: str) -> bool:
@@ -103,11 +150,15 @@ def create_table(
     writer = empty_frame(spark, schema).writeTo(qualified).using("iceberg")
     for k, v in properties.items():
         writer = writer.tableProperty(k, v)
-    if partition_by:
+    by_catalog = any(t.strip().startswith("truncate(") for t in partition_by)
+    if partition_by and not by_catalog:
         cols = [partition_column(t) for t in partition_by]
         writer = writer.partitionedBy(cols[0], *cols[1:])
     try:
-        writer.create()
+        if by_catalog:
+            _create_by_catalog(spark, catalog, table, schema, partition_by, properties)
+        else:
+            writer.create()
         log.info("created table %s partitioned by %s", qualified, partition_by or "nothing")
     except Exception as e:
         if "already exists" not in str(e).lower() and "TABLE_OR_VIEW_ALREADY_EXISTS" not in str(e):

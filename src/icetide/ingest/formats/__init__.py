@@ -32,14 +32,14 @@ import icetide.ingest.formats.protobuf  # noqa: F401 - registers the format
 from icetide.config.source import KafkaSource
 from icetide.config.target import CdcSettings, RouteSettings
 from icetide.ingest import decode
-from icetide.ingest.formats.avro import ID, KEY_ID, KEY_TEXT, AvroFormat, schema_id
+from icetide.ingest.formats.avro import ID, KEY_ID, KEY_TEXT, AvroFormat, schema_id, spark_accepts
 from icetide.ingest.formats.avro_types import merged
 from icetide.ingest.formats.base import FORMATS, OK, Parsed, ValueFormat
+from icetide.ingest.formats.registry import SAFE_LEVELS, RegistryClient, subject
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from icetide.ingest.formats.registry import RegistryClient
 
 __all__ = ["FORMATS", "ID", "OK", "Formats", "Parsed", "ValueFormat"]
 
@@ -85,6 +85,29 @@ class Formats:
         keeps its id as its shape, so the one pass leaves its table to the usual path. False when no
         id is learned yet."""
         return self.avro is not None and self.avro.expect_known()
+
+    def learn_latest(self, spark: SparkSession, topics: list[str]) -> tuple[list[int], bool]:
+        """Before a run's first batch (nothing learned yet): learn the latest version of each topic's
+        value subject (``<topic>-value``: the topic_name strategy), so that batch can take the one
+        pass. Returns the ids learned, and whether every subject's compatibility is BACKWARD or
+        stricter (a reader of the latest version reads every older one: a table may be made from it).
+        Asks once, without waiting out an outage (the usual path waits for the batch's own ids)."""
+        avro = self.avro
+        if avro is None or avro.registry.subject_name_strategy != "topic_name":
+            return [], False
+        cfg = avro.registry
+        quick = RegistryClient(cfg.model_copy(update={"max_wait_s": 0.0, "timeout_s": min(cfg.timeout_s, 5.0)}))
+        ids, safe = [], True
+        for t in topics:
+            name = subject("topic_name", t, "")
+            got = quick.latest(name)
+            sid = got.get("id") if got is not None else None
+            if type(sid) is not int or sid <= 0 or got is None or got.get("subject", name) != name:
+                return [], False  # no such subject, or an answer that is not one
+            ids.append(sid)
+            safe = safe and (quick.compatibility(name) or "").upper() in SAFE_LEVELS
+        avro.learn(ids, lambda w: spark_accepts(spark, w))
+        return [i for i in ids if i in avro.decodings], safe
 
     def expected(self) -> list[int]:
         """The ids :meth:`expect_known` built the columns for (learned, refused, believed unknown)."""

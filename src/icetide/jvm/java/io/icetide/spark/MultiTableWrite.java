@@ -66,7 +66,7 @@ public final class MultiTableWrite {
   public String add(
       String catalog, String namespace, String table, Dataset<Row> frame, Map<String, String> options) {
     checkNotRan();
-    return register(WriteTargets.prepare(spark, catalog, namespace, table, WriteTargets.checkFrame(frame), frame, options));
+    return register(WriteTargets.prepare(spark, catalog, namespace, table, WriteTargets.checkFrame(frame), frame, options, false));
   }
 
   /**
@@ -77,8 +77,28 @@ public final class MultiTableWrite {
    */
   public String addTarget(
       String catalog, String namespace, String table, StructType rowSchema, Map<String, String> options) {
+    return addTarget(catalog, namespace, table, rowSchema, options, false);
+  }
+
+  /**
+   * {@link #addTarget}; with {@code clustered}, a table whose write asks for a hash distribution
+   * ({@code write.distribution-mode=hash}) is added too: the caller then hands {@link #runRouted} a
+   * frame whose rows are clustered by {@link #clustering} (a shuffle), as Spark's own write would.
+   */
+  public String addTarget(
+      String catalog, String namespace, String table, StructType rowSchema, Map<String, String> options,
+      boolean clustered) {
     checkNotRan();
-    return register(WriteTargets.prepare(spark, catalog, namespace, table, rowSchema, null, options));
+    return register(WriteTargets.prepare(spark, catalog, namespace, table, rowSchema, null, options, clustered));
+  }
+
+  /**
+   * How table {@code name}'s rows must be clustered before its writer sees them: JSON {@code
+   * [{"transform", "args", "column"}]} (Iceberg's partition transforms, by the catalog's function
+   * of that name, over the row's column at that index), or null when the table asks for none.
+   */
+  public String clustering(String name) {
+    return target(name).clustering;
   }
 
   private void checkNotRan() {

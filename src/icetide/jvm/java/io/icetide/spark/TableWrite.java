@@ -21,6 +21,8 @@ final class TableWrite {
   final int width;
   final org.apache.spark.sql.types.StructType rowSchema; // the table's columns, as its rows hold them
   final BatchWrite batchWrite;
+  /** How the table asks its rows to be clustered ({@link WriteTargets#clustering}), or null: no ask. */
+  final String clustering;
   final List<WriterCommitMessage> messages = new ArrayList<>();
   long good;
   long bad;
@@ -29,8 +31,10 @@ final class TableWrite {
   final Map<Long, byte[]> samples = new HashMap<>(); // shape → the first value of it seen
   private boolean done;
 
-  TableWrite(String name, Dataset<Row> frame, org.apache.spark.sql.types.StructType rowSchema, BatchWrite batchWrite) {
+  TableWrite(String name, Dataset<Row> frame, org.apache.spark.sql.types.StructType rowSchema, BatchWrite batchWrite,
+      String clustering) {
     this.name = name;
+    this.clustering = clustering;
     this.frame = frame;
     this.rowSchema = rowSchema;
     this.width = rowSchema.fields().length;

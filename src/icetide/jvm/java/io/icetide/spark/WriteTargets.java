@@ -10,7 +10,13 @@ import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCatalog;
+import org.apache.spark.sql.connector.distributions.ClusteredDistribution;
+import org.apache.spark.sql.connector.distributions.Distribution;
 import org.apache.spark.sql.connector.distributions.UnspecifiedDistribution;
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.Literal;
+import org.apache.spark.sql.connector.expressions.NamedReference;
+import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.write.LogicalWriteInfoImpl;
 import org.apache.spark.sql.connector.write.RequiresDistributionAndOrdering;
 import org.apache.spark.sql.connector.write.Write;
@@ -52,7 +58,8 @@ final class WriteTargets {
       String table,
       StructType rowSchema,
       Dataset<Row> frame,
-      Map<String, String> options) {
+      Map<String, String> options,
+      boolean clustered) {
     CatalogPlugin plugin = spark.sessionState().catalogManager().catalog(catalog);
     if (!(plugin instanceof TableCatalog)) {
       return "catalog " + catalog + " is not a table catalog";
@@ -82,16 +89,80 @@ final class WriteTargets {
     } catch (RuntimeException e) {
       return "the rows do not match the table as they are: " + e.getMessage();
     }
+    String clustering = null;
     if (write instanceof RequiresDistributionAndOrdering) {
       RequiresDistributionAndOrdering req = (RequiresDistributionAndOrdering) write;
-      if (!(req.requiredDistribution() instanceof UnspecifiedDistribution)) {
+      Distribution wanted = req.requiredDistribution();
+      if (clustered && wanted instanceof ClusteredDistribution) {
+        clustering = clustering(((ClusteredDistribution) wanted).clustering(), rowSchema);
+        if (clustering == null) {
+          return "the table's write distribution (write.distribution-mode=hash) clusters by an expression"
+              + " icetide cannot compute for its rows: " + describe(((ClusteredDistribution) wanted).clustering());
+        }
+      } else if (!(wanted instanceof UnspecifiedDistribution)) {
         return "the table asks for a write distribution (write.distribution-mode)";
       }
       if (req.requiredOrdering().length > 0) {
         return "the table asks for a write ordering (sort order, or fan-out writer off)";
       }
     }
-    return new TableWrite(namespace + "." + table, frame, rowSchema, write.toBatch());
+    return new TableWrite(namespace + "." + table, frame, rowSchema, write.toBatch(), clustering);
+  }
+
+  /** Iceberg's partition transforms, each a function of the table's catalog (``system.<name>``). */
+  private static final java.util.Set<String> TRANSFORMS =
+      java.util.Set.of("identity", "years", "months", "days", "hours", "bucket", "truncate");
+
+  /**
+   * A hash distribution's clustering as JSON, {@code [{"transform": name, "args": [ints], "column":
+   * index in rowSchema}]}, or null when an expression is not one of {@link #TRANSFORMS} over one
+   * top-level column with integer arguments (the caller then cannot compute it, and the table is
+   * written by Spark's own path, which can).
+   */
+  static String clustering(Expression[] keys, StructType rowSchema) {
+    com.fasterxml.jackson.databind.ObjectMapper json = new com.fasterxml.jackson.databind.ObjectMapper();
+    com.fasterxml.jackson.databind.node.ArrayNode out = json.createArrayNode();
+    for (Expression key : keys) {
+      if (!(key instanceof Transform)) {
+        return null;
+      }
+      Transform t = (Transform) key;
+      NamedReference[] refs = t.references();
+      if (!TRANSFORMS.contains(t.name()) || refs.length != 1 || refs[0].fieldNames().length != 1) {
+        return null;
+      }
+      int column = -1;
+      for (int c = 0; c < rowSchema.fields().length; c++) {
+        if (rowSchema.fields()[c].name().equals(refs[0].fieldNames()[0])) {
+          column = c;
+        }
+      }
+      if (column < 0) {
+        return null;
+      }
+      com.fasterxml.jackson.databind.node.ObjectNode node = out.addObject();
+      node.put("transform", t.name());
+      node.put("column", column);
+      com.fasterxml.jackson.databind.node.ArrayNode args = node.putArray("args");
+      for (Expression a : t.arguments()) {
+        if (a instanceof NamedReference) {
+          continue;
+        }
+        if (!(a instanceof Literal) || !(((Literal<?>) a).value() instanceof Integer)) {
+          return null;
+        }
+        args.add((Integer) ((Literal<?>) a).value());
+      }
+    }
+    return out.toString();
+  }
+
+  private static String describe(Expression[] keys) {
+    StringBuilder b = new StringBuilder();
+    for (Expression k : keys) {
+      b.append(b.length() == 0 ? "" : ", ").append(k.describe());
+    }
+    return b.toString();
   }
 
   /**
