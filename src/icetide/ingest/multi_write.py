@@ -71,12 +71,12 @@ def clustered_frame(frame: DataFrame, catalog: str, starts: list[int], keys: lis
     idx = F.col(names[0])
     key: Column | None = None
     for i, (start, mine) in enumerate(zip(starts, keys, strict=True)):
+        assert mine, f"table {i} of the frame asks for no clustering"
         parts = [F.lit(i)]
         for k in mine:
             col = F.col(f"`{names[start + k.column]}`")
             parts.append(col if k.transform == "identity" else
                          F.call_function(f"{quoted}.{k.transform}", *[F.lit(a) for a in k.args], col))
-        assert mine, f"table {i} of the frame asks for no clustering"
         value = F.hash(*parts)
         key = F.when(idx == i, value) if key is None else key.when(idx == i, value)
     assert key is not None, "a frame of no tables"

@@ -147,17 +147,16 @@ def create_table(
     if table_exists(spark, qualified):
         return False
     ensure_namespace(spark, catalog, table.split(".")[0])
-    writer = empty_frame(spark, schema).writeTo(qualified).using("iceberg")
-    for k, v in properties.items():
-        writer = writer.tableProperty(k, v)
-    by_catalog = any(t.strip().startswith("truncate(") for t in partition_by)
-    if partition_by and not by_catalog:
-        cols = [partition_column(t) for t in partition_by]
-        writer = writer.partitionedBy(cols[0], *cols[1:])
     try:
-        if by_catalog:
+        if any(t.strip().startswith("truncate(") for t in partition_by):
             _create_by_catalog(spark, catalog, table, schema, partition_by, properties)
         else:
+            writer = empty_frame(spark, schema).writeTo(qualified).using("iceberg")
+            for k, v in properties.items():
+                writer = writer.tableProperty(k, v)
+            if partition_by:
+                cols = [partition_column(t) for t in partition_by]
+                writer = writer.partitionedBy(cols[0], *cols[1:])
             writer.create()
         log.info("created table %s partitioned by %s", qualified, partition_by or "nothing")
     except Exception as e:

@@ -101,8 +101,8 @@ class Formats:
         for t in topics:
             name = subject("topic_name", t, "")
             got = quick.latest(name)
-            sid = got.get("id") if got is not None else None
-            if type(sid) is not int or sid <= 0 or got is None or got.get("subject", name) != name:
+            sid = None if got is None else got.get("id")
+            if got is None or type(sid) is not int or sid <= 0 or got.get("subject", name) != name:
                 return [], False  # no such subject, or an answer that is not one
             ids.append(sid)
             safe = safe and (quick.compatibility(name) or "").upper() in SAFE_LEVELS
