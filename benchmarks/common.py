@@ -133,6 +133,23 @@ def best_of(fn: Callable[[], Any], n: int = 3) -> float:
 ONE_JVM_ENV = "ICETIDE_BENCH_ONE_JVM"
 
 
+def profiled(name: str) -> dict[str, str]:
+    """Conf for a profiled driver JVM: ``$ICETIDE_BENCH_JFR=<folder>`` records a JFR CPU profile there
+    (``name``.jfr), ``$ICETIDE_BENCH_EVENT_LOG=<folder>`` writes Spark's event log there."""
+    conf: dict[str, str] = {}
+    folder = os.environ.get("ICETIDE_BENCH_JFR")
+    if folder:
+        jfr = Path(folder) / f"{name}.jfr"
+        conf["spark.driver.extraJavaOptions"] = f"-XX:StartFlightRecording=filename={jfr},settings=profile"
+    events = os.environ.get("ICETIDE_BENCH_EVENT_LOG")  # Spark's event log: each job's and stage's times
+    if events:
+        Path(events).mkdir(parents=True, exist_ok=True)
+        conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": Path(events).as_uri(),
+                     "spark.eventLog.compress": "false",
+                     "spark.app.name": name})
+    return conf
+
+
 def one_jvm() -> bool:
     """``ICETIDE_BENCH_ONE_JVM=1``: a benchmark's workers run one after another in its own process (one
     JVM; each worker starts its SparkContext and stops it, as in its own process) instead of each in a

@@ -135,6 +135,7 @@ def vanilla_worker(cfg_path: Path, expected: int, wide: int = 0, nested: bool = 
     from pyspark.sql.avro.functions import from_avro
 
     from icetide.config import load_config
+    from icetide.ingest.source import kafka_options
     from icetide.spark import build_session
 
     cfg = load_config(cfg_path)
@@ -146,7 +147,7 @@ def vanilla_worker(cfg_path: Path, expected: int, wide: int = 0, nested: bool = 
     spark.sql(f"CREATE TABLE {table} ({table_ddl(wide, nested)}, _kafka_topic STRING, _kafka_partition INT, "
               "_kafka_offset BIGINT, _kafka_timestamp TIMESTAMP, _kafka_key STRING) USING iceberg "
               "PARTITIONED BY (days(event_time))" + (f" TBLPROPERTIES ({props})" if tuned else ""))
-    kafka = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", cfg.source.bootstrap_servers)
+    kafka = (spark.readStream.format("kafka").options(**kafka_options(cfg.source))
              .option("subscribe", ",".join(cfg.source.topics or [])).option("startingOffsets", "earliest")
              .option("maxOffsetsPerTrigger", str(MAX_OFFSETS)).load())
     rows = kafka.select(

@@ -37,6 +37,7 @@ from benchmarks.common import (
     first_batch_seconds,
     jvm_cpu_seconds,
     one_jvm,
+    profiled,
     steady_batch_seconds,
     steady_rate,
     stop_when_idle,
@@ -67,17 +68,8 @@ def config(bootstrap: str, topic: str, table: str, work: Path, trigger: str = TR
         "target": {"table": table, "schema": SCHEMA, "partition_by": ["days(event_time)"]},
         "dead_letter": {"table": f"{table}_dlq"},
         "stream": {"trigger_interval": trigger, "checkpoint_location": str(work / "ckpt" / table)},
-        "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "6g", **_profiled(table)}},
+        "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "6g", **profiled(table.split(".")[-1])}},
     }
-
-
-def _profiled(table: str) -> dict[str, str]:
-    """``$ICETIDE_BENCH_JFR=<folder>``: each system's driver JVM records a JFR CPU profile there."""
-    folder = os.environ.get("ICETIDE_BENCH_JFR")
-    if not folder:
-        return {}
-    jfr = Path(folder) / f"{table.split('.')[-1]}.jfr"
-    return {"spark.driver.extraJavaOptions": f"-XX:StartFlightRecording=filename={jfr},settings=profile"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -87,6 +79,7 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
     from pyspark.sql import functions as F
 
     from icetide.config import load_config
+    from icetide.ingest.source import kafka_options
     from icetide.spark import build_session
 
     cfg = load_config(cfg_path)
@@ -125,7 +118,7 @@ def worker(system: str, cfg_path: Path, expected: int, ready_file: Path | None) 
         spark.sql(f"CREATE TABLE {table} ({SCHEMA}, _kafka_topic STRING, _kafka_partition INT, "
                   f"_kafka_offset BIGINT, _kafka_timestamp TIMESTAMP, _kafka_key STRING) USING iceberg "
                   f"PARTITIONED BY ({parts}){props}")
-        kafka = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", cfg.source.bootstrap_servers)
+        kafka = (spark.readStream.format("kafka").options(**kafka_options(cfg.source))
                  .option("subscribe", ",".join(cfg.source.topics or [])).option("startingOffsets", "earliest")
                  .option("maxOffsetsPerTrigger", str(MAX_OFFSETS)).load())
         rows = kafka.select(

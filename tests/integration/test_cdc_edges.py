@@ -205,9 +205,11 @@ def test_plain_changes_settle_their_shapes_and_a_debezium_row_sent_as_a_string_s
     _batches_of(cfg, 100)
     send(*({"id": i % 50, "name": f"n{i}", "balance": float(i), "op": "insert" if i < 50 else "update",
             "version": i} for i in range(400)))
-    run_in_process(spark, cfg)
+    runner = run_in_process(spark, cfg)
     rows = {r[0]: r[1] for r in spark.sql(f"SELECT id, name FROM icetide.{table}").collect()}
     assert rows == {k: f"n{350 + k}" for k in range(50)}
+    # each batch after the first (which evolved the table: op, version) was parsed once, into its cache
+    assert runner.writer.per_table.parsed_in_cache == 3
     events = [e for e in _events(caplog) if e["records"]]
     assert len(events) == 4 and table in events[0]["inferred"], [e["inferred"] for e in events]
     assert [table in e["inferred"] for e in events[1:]] == [False, False, False], [e["inferred"] for e in events]
@@ -224,7 +226,10 @@ def test_plain_changes_settle_their_shapes_and_a_debezium_row_sent_as_a_string_s
                **({f"f{i - 249}": i} if 250 <= i < 258 else {})}  # one record each: no 1-in-64 sample holds them all
         return dumps({"op": "c", "before": None, "after": json.dumps(row), "source": {"lsn": i}})
     send_changes(kafka.bootstrap, topic, ChangeStream(messages=[(i, change(i)) for i in range(400)]), partitions=1)
-    run_in_process(spark, cfg)
+    runner = run_in_process(spark, cfg)
     got = spark.sql(f"SELECT count(*), count(email), {', '.join(f'count(f{k})' for k in range(1, 9))} "
                     f"FROM icetide.{table}").first()
     assert tuple(got) == (400, 150, *([1] * 8)), got
+    # the table is made from target.schema before the first batch, so every batch is parsed into its
+    # cache but batch 2, which evolved the table (email, f1..f8): parsed again against the new schema
+    assert runner.writer.per_table.parsed_in_cache == 3

@@ -94,7 +94,8 @@ class KafkaSource(Strict):
     )
     options: dict[str, str] = Field(
         default_factory=dict,
-        description="Extra Kafka consumer settings, e.g. security.protocol (kafka. prefix added)",
+        description="Extra Kafka consumer settings, e.g. security.protocol (kafka. prefix added); icetide sets "
+                    "fetch.max.wait.ms to 50 (Spark reads bounded ranges) unless it is given here",
     )
 
     @field_validator("adopt_offsets_from")

@@ -312,12 +312,12 @@ class OnePass(Strategy):
 
     def _create_configured(self) -> list[str]:
         """The one target table, created from ``target.schema`` when it does not exist yet (a
-        pipeline's first batch): so that batch, too, is written in one pass."""
+        pipeline's first batch): so that batch, too, is written in one pass (a CDC table's batch is
+        parsed once, into its cache: :meth:`~icetide.ingest.strategies.Strategy.pre_parse`)."""
         t, pre = self.cfg.target, self.preparer
         if t.route is not None or t.table is None or t.table in pre.known_tables():
             return []
-        policy = t.policy_for(t.table)
-        if not policy.schema_ddl or policy.cdc is not None:
+        if not t.policy_for(t.table).schema_ddl:
             return []  # its schema comes from its records: the usual path infers it
         ensure_namespace(self.spark, pre.catalog, t.table.split(".")[0])
         if pre.create(t.table, None) is not None:

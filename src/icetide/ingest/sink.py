@@ -226,7 +226,7 @@ class BatchWriter:
                     rows = rows.sortWithinPartitions(routing.TABLE)
                 # DESER: PySpark's MEMORY_AND_DISK is the *serialized* level; every scan of the cache (one
                 # per table) would Java-deserialize the whole batch again.
-                rows = cached = rows.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+                rows = cached = self.per_table.pre_parse(rows).persist(StorageLevel.MEMORY_AND_DISK_DESER)
             # else (Avro): the raw batch is cached; routing it again per scan costs a few expressions
             return self._process_cached(rows, ctx, started, done)
         finally:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from icetide import faults
 from icetide.config.models import PipelineConfig
@@ -81,16 +82,44 @@ class Strategy:
         self.spark, self.cfg, self.ledger, self.preparer, self.parallel = spark, cfg, ledger, preparer, parallel
         self.q = preparer.q
         self._alone: dict[str, str] = {}  # table → why the multi-table job refused it (logged once)
+        self._pre_parsed: tuple[str, StructType] | None = None  # the batch's cache holds this table's parse
+        self.parsed_in_cache = 0  # tables whose parse was read from the batch's cache (pre_parse), all batches
 
     def _refused(self, table: str, reason: str) -> None:
         if self._alone.get(table) != reason:
             log.info("%s is written by its own Spark job: %s", table, reason)
             self._alone[table] = reason
 
+    def pre_parse(self, rows: DataFrame) -> DataFrame:
+        """A single-table JSON CDC pipeline's batch (routed, before it is cached), each change
+        unwrapped and parsed against its table's schema as it stands, so the cache holds each change
+        parsed once and the MERGE reads it from there (:meth:`parse`), rather than a second persisted
+        copy. ``value`` keeps the record as it came: admission, inference and the dead letters read
+        it. A batch whose table evolves, or refuses some fields, is parsed again from the cache."""
+        t, pre = self.cfg.target, self.preparer
+        self._pre_parsed = None
+        if t.route is not None or t.table is None or t.policy_for(t.table).cdc is None or not pre.formats.json_only:
+            return rows
+        if t.table not in pre.known_tables():
+            return rows  # the first batch makes the table: its schema is not known yet
+        plan = TablePlan(t.table, pre.schema(t.table))
+        self._pre_parsed = (plan.table, plan.schema)
+        return self._parsed(rows, plan).withColumn("value", F.col(cdc.RAW))
+
     def parse(self, rows: DataFrame, plan: TablePlan, state: BatchState) -> DataFrame:
         """The table's records parsed against its schema, flagged good or bad."""
-        cfg = self.cfg
         subset = rows.where(F.col(routing.TABLE) == F.lit(plan.table))
+        if plan.refused is None and self._pre_parsed == (plan.table, plan.schema) and decode.PARSED in rows.columns:
+            self.parsed_in_cache += 1
+            return subset  # parsed into the batch's cache (pre_parse)
+        parsed = self._parsed(subset, plan)
+        if self.cfg.target.policy_for(plan.table).cdc is not None:  # unwrapping is costly: the MERGE and the
+            parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)  # dead letters share it
+            state.release.append(parsed)
+        return parsed
+
+    def _parsed(self, subset: DataFrame, plan: TablePlan) -> DataFrame:
+        cfg = self.cfg
         routed = self.preparer.route_counts.get(plan.table)
         if routed is not None:
             # One write task per ROWS_PER_WRITE_TASK records: fewer, larger files and less overhead
@@ -114,11 +143,7 @@ class Strategy:
                 subset = cdc.unwrap(subset, policy.cdc)
                 extra.append(cdc.errors(policy.cdc, decode.PARSED))
             columns = formats.parse_columns(self.spark, plan.schema, cfg.source.max_value_bytes)
-        parsed = formats.without_decoded(decode.parse(subset, columns, extra))
-        if policy.cdc is not None:  # unwrapping is costly: the MERGE and the dead letters share it
-            parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
-            state.release.append(parsed)
-        return parsed
+        return formats.without_decoded(decode.parse(subset, columns, extra))
 
 
 class MultiTable(Strategy):
@@ -182,6 +207,7 @@ class PerTable(Strategy):
         super().__init__(*args)
         self._dated: dict[str, bool] = {}  # tombstone table → has the delete's timestamp column
         self._positioned: set[str] = set()  # CDC tables known to have _cdc_position
+        self._newest: dict[str, DataFrame] = {}  # table → the batch's newest change per key, as its MERGE read it
 
     def write(self, rows: DataFrame, plans: list[TablePlan], ctx: BatchContext, state: BatchState
               ) -> list[TablePlan]:
@@ -191,6 +217,9 @@ class PerTable(Strategy):
 
     def _one(self, rows: DataFrame, plan: TablePlan, ctx: BatchContext, state: BatchState) -> None:
         cfg = self.cfg
+        stale = self._newest.pop(plan.table, None)  # an earlier attempt's, which failed before its tombstones
+        if stale is not None:
+            stale.unpersist()
         parsed = self.parse(rows, plan, state)
         policy = cfg.target.policy_for(plan.table)
         good = decode.is_good()
@@ -210,27 +239,34 @@ class PerTable(Strategy):
         else:
             settings = policy.cdc
             # the newest change per key is decided by Kafka position too, with or without the columns
-            position = [] if meta else ["_kafka_offset", "_kafka_partition"]
+            # (and the tombstones take the delete's time from the MERGE's newest changes: not a column either)
+            position = [] if meta else ["_kafka_offset", "_kafka_partition", "_kafka_timestamp"]
             n = self.ledger.commit(self.q(plan.table), observed.where(good),
                                    lambda d: decode.good_rows(d, plan.schema, meta, [cdc.OP, cdc.ORDERING, *position]),
                                    ctx.batch_id, ctx.ranges, ctx.since_ms, stats,
                                    apply=lambda changes, pending: self._merge(plan.table, changes, pending, settings,
                                                                               position))
+            ctx.lap("merge")
         if policy.cdc is not None and policy.cdc.tombstones:
             # Committed on their own, after the MERGE and even when a replay finds the MERGE already
             # in the table: the tombstone table's own watermark decides what it still needs.
             faults.point("between_merge_and_tombstones", plan.table)
-            changes = decode.good_rows(parsed.where(good), plan.schema, False,
-                                       [cdc.OP, cdc.ORDERING, "_kafka_offset", "_kafka_partition", "_kafka_timestamp"])
-            tomb_table = self.q(f"{plan.table}_tombstones")
-            if tomb_table not in self._dated:  # tombstone tables of older icetide versions lack the column
-                self._dated[tomb_table] = cdc.DELETED_AT in self._with_position(tomb_table)
-            when = [F.col("_kafka_timestamp").alias(cdc.DELETED_AT)] if self._dated[tomb_table] else []
-            deletes = (cdc.latest_per_key(changes, policy.cdc).where(F.col(cdc.OP) == "delete")
-                       .select(*[F.col(cdc.quote(k)) for k in policy.cdc.primary_key], cdc.ORDERING, cdc.POSITION,
-                               *when))
-            self.ledger.commit(tomb_table, deletes, lambda d: d, ctx.batch_id, ctx.ranges,
-                               ctx.since_ms)
+            newest = self._newest.pop(plan.table, None)  # the MERGE's, when it read the whole batch
+            if newest is None:
+                changes = decode.good_rows(parsed.where(good), plan.schema, False, [
+                    cdc.OP, cdc.ORDERING, "_kafka_offset", "_kafka_partition", "_kafka_timestamp"])
+                newest = cdc.latest_per_key(changes, policy.cdc)
+            try:
+                tomb_table = self.q(f"{plan.table}_tombstones")
+                if tomb_table not in self._dated:  # tombstone tables of older icetide versions lack the column
+                    self._dated[tomb_table] = cdc.DELETED_AT in self._with_position(tomb_table)
+                when = [F.col("_kafka_timestamp").alias(cdc.DELETED_AT)] if self._dated[tomb_table] else []
+                deletes = newest.where(F.col(cdc.OP) == "delete").select(
+                    *[F.col(cdc.quote(k)) for k in policy.cdc.primary_key], cdc.ORDERING, cdc.POSITION, *when)
+                self.ledger.commit(tomb_table, deletes, lambda d: d, ctx.batch_id, ctx.ranges, ctx.since_ms)
+            finally:
+                newest.unpersist()
+            ctx.lap("tombstones")
         if n is None:
             state.skipped.append(plan.table)
             c = parsed.agg(*aggs).first()
@@ -267,17 +303,24 @@ class PerTable(Strategy):
         # Read tombstones through the batch's own session, freshly: its catalog cache is the one
         # the tombstone MERGEs update (another session's cache may hold an older version).
         session = changes.sparkSession
-        changes = changes.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        # ``changes`` is a projection of the batch's parsed changes, which are persisted: only the
+        # newest change per key (at most a row per key) is kept too, read by every retry of the MERGE
+        # and, when the MERGE read the whole batch, by the tombstones
+        newest = cdc.latest_per_key(changes, c).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        latest = newest.drop(*position)  # position and time: not columns of the table
+        if c.tombstones and table_exists(session, self.q(tomb)):
+            session.catalog.refreshTable(self.q(tomb))
+            latest = cdc.not_buried(latest, session.table(self.q(tomb)), c)
+        latest = latest.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
-            latest = cdc.latest_per_key(changes, c).drop(*position)  # position: not columns of the table
-            if c.tombstones and table_exists(session, self.q(tomb)):
-                session.catalog.refreshTable(self.q(tomb))
-                latest = cdc.not_buried(latest, session.table(self.q(tomb)), c)
-            latest = latest.persist(StorageLevel.MEMORY_AND_DISK_DESER)
-            try:
-                cdc.merge_retrying_conflicts(self.spark, pending.tags, latest, self.q(table), c,
-                                             fence=self.ledger.merge_fence(pending))
-            finally:
-                latest.unpersist()
+            cdc.merge_retrying_conflicts(self.spark, pending.tags, latest, self.q(table), c,
+                                         fence=self.ledger.merge_fence(pending))
+        except BaseException:
+            newest.unpersist()
+            raise
         finally:
-            changes.unpersist()
+            latest.unpersist()
+        if c.tombstones and pending.keep is None:
+            self._newest[table] = newest
+        else:
+            newest.unpersist()
