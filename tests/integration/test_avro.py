@@ -708,6 +708,22 @@ def test_each_record_is_decoded_once_whatever_the_schemas_width(spark) -> None: 
                  for r in framed.collect())
     assert starts == [4] and got == [("r0", 0, True, 7), ("r1", 39, True, 7), ("r2", 78, True, 7)]
 
+    # built once per set of learned ids: the next batch's frame reuses the columns
+    from icetide.ingest import one_pass_frames
+    built = len(one_pass_frames._DECLARED)
+    again, _ = declared_frame(routed, [Target("ns.wide", table, table)], fmt, False, 1 << 20)
+    assert len(one_pass_frames._DECLARED) == built
+    assert sorted((r["_icetide_r0_0"], r["_icetide_r0_40"]) for r in again.collect()) == [("r0", 0), ("r1", 39),
+                                                                                          ("r2", 78)]
+    # the same id with another writer schema (a registry started afresh): new columns, never the old ones
+    fewer = {**schema, "fields": fields[:-1]}  # no f39
+    fmt.decodings[7] = Decoding(parse(7, json.dumps(fewer)))
+    other, _ = declared_frame(routed, [Target("ns.wide", table, table)], fmt, False, 1 << 20)
+    assert len(one_pass_frames._DECLARED) == built + 1
+    assert sorted((r["_icetide_r0_0"], r["_icetide_r0_40"]) for r in other.collect()) == [("r0", None),
+                                                                                          ("r1", None),
+                                                                                          ("r2", None)]
+
 
 
 class Evolving:

@@ -489,3 +489,16 @@ def test_hole8_each_partitions_tombstones_are_trimmed_by_its_own_stream_time() -
     # no positions at all: one cutoff for every row
     assert tombstone_predicate({None: now}, "_deleted_at", now, 7 * 86_400)[0] == (
         "_deleted_at < TIMESTAMP '2026-09-14 00:00:00'")
+
+
+def test_spark_reads_kafka_without_the_brokers_wait_for_more_data_unless_the_user_sets_it() -> None:
+    """A bounded read's fetch at the log's end waited fetch.max.wait.ms (500 ms) per partition."""
+    from icetide.config.source import KafkaSource
+    from icetide.ingest.source import FETCH_MAX_WAIT_MS, kafka_options
+
+    plain = kafka_options(KafkaSource(bootstrap_servers="k:9092", topics=["t"]))
+    assert plain == {"kafka.bootstrap.servers": "k:9092", "kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS}
+    assert int(FETCH_MAX_WAIT_MS) < 500
+    mine = kafka_options(KafkaSource(bootstrap_servers="k:9092", topics=["t"],
+                                     options={"fetch.max.wait.ms": "300", "security.protocol": "SSL"}))
+    assert mine["kafka.fetch.max.wait.ms"] == "300" and mine["kafka.security.protocol"] == "SSL"

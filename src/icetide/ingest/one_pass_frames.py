@@ -13,7 +13,7 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -175,6 +175,11 @@ def id_of_shape(shape: int) -> int:
     return (shape - 1) // 2
 
 
+#: declared_frame's columns (output columns, each target's first, the decoding columns) by targets,
+#: settings and the format's ids (:meth:`Formats.columns_key`): built once per set of learned ids
+_DECLARED: dict[tuple[Any, ...], tuple[list[Column], list[int], dict[str, Column]]] = {}
+
+
 def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | AvroFormat, kafka_columns: bool,
                    max_value_bytes: int, readable: list[int] | None = None) -> tuple[DataFrame, list[int]]:
     """``rows`` (routed, with ``_kafka_*``, ``value``, the schema id and :data:`shapes.SHAPE`) as the
@@ -189,24 +194,31 @@ def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | Av
     the batch holds an id it could not route (else such records are merely not routed)."""
     from icetide.ingest.formats.wire import ID
 
-    spark = rows.sparkSession
-    idx = _index(spark.sparkContext.applicationId, tuple(t.table for t in targets))
+    app = rows.sparkSession.sparkContext.applicationId
+    idx = _index(app, tuple(t.table for t in targets))
+    key = (app, tuple((t.table, t.schema.json(), t.full_schema.json()) for t in targets), kafka_columns,
+           max_value_bytes, formats.columns_key())
+    hit = _DECLARED.get(key)
+    if hit is None:
+        def parse(schema_json: str, schema: StructType, name: str
+                  ) -> tuple[dict[str, Column], dict[str, Column], Column]:
+            fields, error_class = formats.parse_fields(schema, max_value_bytes)
+            return {}, fields, error_class
 
-    def parse(schema_json: str, schema: StructType, name: str) -> tuple[dict[str, Column], dict[str, Column], Column]:
-        fields, error_class = formats.parse_fields(schema, max_value_bytes)
-        return {}, fields, error_class
-
-    parses, out, starts = _grouped([(t.schema.json(), t.full_schema.json()) for t in targets], kafka_columns,
-                                   parse)
+        parses, out, starts = _grouped([(k[1], k[2]) for k in key[1]], kafka_columns, parse)
+        assert not parses, "a parse by fields computes nothing first"
+        while len(_DECLARED) >= 16:  # a stream meets few sets of ids; the oldest goes first
+            _DECLARED.pop(next(iter(_DECLARED)))
+        hit = _DECLARED[key] = (out, starts, formats.decoding_columns())
+    out, starts, decoding = hit
     base = [F.col(c) for c in (*decode.KAFKA_COLUMNS, "value", ID, shapes.SHAPE)]
     # In steps: each record's decode (its schema id's column) is computed once, then read by its
     # checks and its table's columns (Spark does not merge projections that would repeat it).
-    assert not parses, "a parse by fields computes nothing first"
     picked = rows.select(*base, idx)
     if readable is not None:
         sid = F.col(ID)
         stray = F.col(routing.TABLE).isNull() & sid.isNotNull() & ~sid.isin(readable)
         picked = rows.select(*base, idx, F.col(routing.TABLE)).withColumn(
             IDX, F.coalesce(F.col(IDX), F.when(stray, F.lit(0)))).drop(routing.TABLE)
-    decoded = formats.with_decoded(picked)
+    decoded = picked.withColumns(decoding) if decoding else picked
     return decoded.select(*out), starts

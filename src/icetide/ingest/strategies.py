@@ -104,7 +104,12 @@ class Strategy:
             return rows  # the first batch makes the table: its schema is not known yet
         plan = TablePlan(t.table, pre.schema(t.table))
         self._pre_parsed = (plan.table, plan.schema)
-        return self._parsed(rows, plan).withColumn("value", F.col(cdc.RAW))
+        # records the checks refused (no table) are not parsed, as on the usual path; every record keeps
+        # its bytes in ``value`` once (the dead letters read them there)
+        kept = "_icetide_value"
+        masked = rows.withColumn(kept, F.col("value")).withColumn(
+            "value", F.when(F.col(routing.TABLE).isNotNull(), F.col("value")))
+        return self._parsed(masked, plan).withColumn("value", F.col(kept)).drop(kept, cdc.RAW)
 
     def parse(self, rows: DataFrame, plan: TablePlan, state: BatchState) -> DataFrame:
         """The table's records parsed against its schema, flagged good or bad."""
@@ -212,14 +217,21 @@ class PerTable(Strategy):
     def write(self, rows: DataFrame, plans: list[TablePlan], ctx: BatchContext, state: BatchState
               ) -> list[TablePlan]:
         """Each table by its own Spark job (tables in parallel); leaves nothing."""
-        self.parallel(lambda plan: self._one(rows, plan, ctx, state), plans)
+        timed = len(plans) == 1  # the batch's laps (merge, tombstones) are one table's, or none
+        self.parallel(lambda plan: self._one(rows, plan, ctx, state, timed), plans)
         return []
 
-    def _one(self, rows: DataFrame, plan: TablePlan, ctx: BatchContext, state: BatchState) -> None:
+    def _one(self, rows: DataFrame, plan: TablePlan, ctx: BatchContext, state: BatchState, timed: bool) -> None:
+        try:
+            self._write_one(rows, plan, ctx, state, ctx.lap if timed else lambda name: None)
+        finally:  # the MERGE's newest changes, kept for the tombstones: released however the batch goes on
+            newest = self._newest.pop(plan.table, None)
+            if newest is not None:
+                newest.unpersist()
+
+    def _write_one(self, rows: DataFrame, plan: TablePlan, ctx: BatchContext, state: BatchState,
+                   lap: Callable[[str], None]) -> None:
         cfg = self.cfg
-        stale = self._newest.pop(plan.table, None)  # an earlier attempt's, which failed before its tombstones
-        if stale is not None:
-            stale.unpersist()
         parsed = self.parse(rows, plan, state)
         policy = cfg.target.policy_for(plan.table)
         good = decode.is_good()
@@ -246,27 +258,24 @@ class PerTable(Strategy):
                                    ctx.batch_id, ctx.ranges, ctx.since_ms, stats,
                                    apply=lambda changes, pending: self._merge(plan.table, changes, pending, settings,
                                                                               position))
-            ctx.lap("merge")
+            lap("merge")
         if policy.cdc is not None and policy.cdc.tombstones:
             # Committed on their own, after the MERGE and even when a replay finds the MERGE already
             # in the table: the tombstone table's own watermark decides what it still needs.
             faults.point("between_merge_and_tombstones", plan.table)
-            newest = self._newest.pop(plan.table, None)  # the MERGE's, when it read the whole batch
+            newest = self._newest.get(plan.table)  # the MERGE's, when it read the whole batch
             if newest is None:
                 changes = decode.good_rows(parsed.where(good), plan.schema, False, [
                     cdc.OP, cdc.ORDERING, "_kafka_offset", "_kafka_partition", "_kafka_timestamp"])
                 newest = cdc.latest_per_key(changes, policy.cdc)
-            try:
-                tomb_table = self.q(f"{plan.table}_tombstones")
-                if tomb_table not in self._dated:  # tombstone tables of older icetide versions lack the column
-                    self._dated[tomb_table] = cdc.DELETED_AT in self._with_position(tomb_table)
-                when = [F.col("_kafka_timestamp").alias(cdc.DELETED_AT)] if self._dated[tomb_table] else []
-                deletes = newest.where(F.col(cdc.OP) == "delete").select(
-                    *[F.col(cdc.quote(k)) for k in policy.cdc.primary_key], cdc.ORDERING, cdc.POSITION, *when)
-                self.ledger.commit(tomb_table, deletes, lambda d: d, ctx.batch_id, ctx.ranges, ctx.since_ms)
-            finally:
-                newest.unpersist()
-            ctx.lap("tombstones")
+            tomb_table = self.q(f"{plan.table}_tombstones")
+            if tomb_table not in self._dated:  # tombstone tables of older icetide versions lack the column
+                self._dated[tomb_table] = cdc.DELETED_AT in self._with_position(tomb_table)
+            when = [F.col("_kafka_timestamp").alias(cdc.DELETED_AT)] if self._dated[tomb_table] else []
+            deletes = newest.where(F.col(cdc.OP) == "delete").select(
+                *[F.col(cdc.quote(k)) for k in policy.cdc.primary_key], cdc.ORDERING, cdc.POSITION, *when)
+            self.ledger.commit(tomb_table, deletes, lambda d: d, ctx.batch_id, ctx.ranges, ctx.since_ms)
+            lap("tombstones")
         if n is None:
             state.skipped.append(plan.table)
             c = parsed.agg(*aggs).first()
@@ -308,11 +317,11 @@ class PerTable(Strategy):
         # and, when the MERGE read the whole batch, by the tombstones
         newest = cdc.latest_per_key(changes, c).persist(StorageLevel.MEMORY_AND_DISK_DESER)
         latest = newest.drop(*position)  # position and time: not columns of the table
-        if c.tombstones and table_exists(session, self.q(tomb)):
-            session.catalog.refreshTable(self.q(tomb))
-            latest = cdc.not_buried(latest, session.table(self.q(tomb)), c)
-        latest = latest.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
+            if c.tombstones and table_exists(session, self.q(tomb)):
+                session.catalog.refreshTable(self.q(tomb))
+                latest = cdc.not_buried(latest, session.table(self.q(tomb)), c)
+            latest = latest.persist(StorageLevel.MEMORY_AND_DISK_DESER)
             cdc.merge_retrying_conflicts(self.spark, pending.tags, latest, self.q(table), c,
                                          fence=self.ledger.merge_fence(pending))
         except BaseException:
@@ -321,6 +330,6 @@ class PerTable(Strategy):
         finally:
             latest.unpersist()
         if c.tombstones and pending.keep is None:
-            self._newest[table] = newest
+            self._newest[table] = newest  # _one releases it, however the batch goes on
         else:
             newest.unpersist()

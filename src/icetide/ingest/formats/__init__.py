@@ -20,7 +20,7 @@ format's registry client.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -255,6 +255,18 @@ class Formats:
         messages = self._per_record(lambda f: each[f.name].message)
         assert structs is not None and classes is not None and messages is not None
         return Parsed(structs, classes, messages)
+
+    def decoding_columns(self) -> dict[str, Column]:
+        """:meth:`with_decoded`'s columns, by name (a declaring format's one pass: Avro values)."""
+        assert self.declared_one_pass and self.avro is not None, "only Avro values decode by columns"
+        return self.avro.decoding_columns()
+
+    def columns_key(self) -> tuple[Any, ...]:
+        """What :meth:`parse_fields` and :meth:`decoding_columns` depend on besides their arguments: the
+        batch's Avro ids, the writer schema each decodes with, the refused and unknown ids. Equal keys,
+        equal columns (a registry reached again may give an id another schema: the text is the key)."""
+        assert self.avro is not None
+        return self.avro.columns_key()
 
     def parse_fields(self, schema: StructType, max_value_bytes: int) -> tuple[dict[str, Column], Column]:
         """The one pass's parse of a declaring format's append table (:meth:`AvroFormat.parse_fields`)."""

@@ -1,30 +1,28 @@
 """Avro values in the Confluent wire format (byte 0, a 4-byte big-endian schema id, Avro binary),
 decoded on the executors by Spark's ``from_avro``.
 
-Per batch, the driver lists the batch's schema ids (one small job over the batch) and fetches the
-ids it has not seen from the registry (:mod:`.registry`, cached for the run). Each record is decoded
-with its own writer schema and nothing else: never reshaped by another version of its subject, so
-what it holds does not depend on which versions exist, on the subject it came through, or on a
-restart. A table's type is the union of the versions it has seen (:meth:`AvroFormat.declared`,
-evolution never drops a column); the decoded record is projected by name onto the table's columns
-(:func:`.avro_rows.project`), and an id whose types conflict with the table's is refused as a whole
-(``incompatible_schema``). References are written out and a top-level union of records is read as
-one id per member (:mod:`.avro_refs`, :meth:`AvroFormat.with_scan`).
+Per batch, the driver lists the batch's schema ids (one small job over the batch) and fetches the ids it has not
+seen from the registry (:mod:`.registry`, cached for the run). Each record is decoded with its own writer schema and
+nothing else: never reshaped by another version of its subject, so what it holds does not depend on which versions
+exist, on the subject it came through, or on a restart. A table's type is the union of the versions it has seen
+(:meth:`AvroFormat.declared`, evolution never drops a column); the decoded record is projected by name onto the
+table's columns (:func:`.avro_rows.project`), and an id whose types conflict with the table's is refused as a whole
+(``incompatible_schema``). References are written out and a top-level union of records is read as one id per member
+(:mod:`.avro_refs`, :meth:`AvroFormat.with_scan`).
 
-A schema is data from outside: its defaults are never read (a record decodes with its own writer
-schema, so they are dropped from the schema ``from_avro`` gets: registries accept defaults Avro's
-strict parser refuses), it is checked once on the driver with the JVM's own parser and type
-conversion, and one that fails anywhere is refused (``unsupported_schema``, with the reason); it
-never stops the run.
+A schema is data from outside: its defaults are never read (a record decodes with its own writer schema, so they are
+dropped from the schema ``from_avro`` gets: registries accept defaults Avro's strict parser refuses), it is checked
+once on the driver with the JVM's own parser and type conversion, and one that fails anywhere is refused
+(``unsupported_schema``, with the reason); it never stops the run.
 
-``from_avro`` in PERMISSIVE mode turns a payload it cannot decode into a row of nulls, which would
-land silently. Every reader schema therefore carries one more field, ``__icetide_ok`` (boolean,
-default true), that no writer has: Avro resolution fills it for every record that decodes, and a
-record it is null for is a dead letter (``undecodable``), never a row.
+``from_avro`` in PERMISSIVE mode turns a payload it cannot decode into a row of nulls, which would land silently.
+Every reader schema therefore carries one more field, ``__icetide_ok`` (boolean, default true), that no writer has:
+Avro resolution fills it for every record that decodes, and a record it is null for is a dead letter
+(``undecodable``), never a row.
 
-Dead-letter classes: ``truncated_record`` (shorter than the 5-byte header), ``bad_magic_byte``,
-``unknown_schema_id`` (the registry answers 404), ``unsupported_schema`` (recursive, a missing reference,
-not a record, … see :mod:`.avro_types`), ``undecodable``, ``incompatible_schema``.
+Dead-letter classes: ``truncated_record`` (shorter than the 5-byte header), ``bad_magic_byte``, ``unknown_schema_id``
+(the registry answers 404), ``unsupported_schema`` (recursive, a missing reference, not a record, … see
+:mod:`.avro_types`), ``undecodable``, ``incompatible_schema``.
 """
 
 from __future__ import annotations
@@ -212,14 +210,18 @@ class AvroFormat(ValueFormat):
     # -- columns ----------------------------------------------------------------------------------
     def with_decoded(self, rows: DataFrame) -> DataFrame:
         """Each record decoded once, into the column of its schema id (:func:`decoded_column`), for
-        :meth:`parse_columns`. A table's parse reads a record's decoded struct once per column; as one
-        expression, ``from_avro`` inside a CASE branch, Spark's common-subexpression elimination would
-        not share it and every column would decode the record again. A column of its own is kept by
-        the optimizer (it does not inline an expensive expression its consumer reads more than once)."""
-        sid = F.col(ID)
-        present = [i for i in self.batch_ids if i in self.decodings]
-        return rows.withColumns({decoded_column(i): F.when(sid == F.lit(i), self.decodings[i].column())
-                                 for i in present}) if present else rows
+        :meth:`parse_columns`: as one expression per table column (``from_avro`` in a CASE branch,
+        which common-subexpression elimination does not share) every column would decode it again."""
+        decoded = self.decoding_columns()
+        return rows.withColumns(decoded) if decoded else rows
+
+    def decoding_columns(self) -> dict[str, Column]:  # with_decoded's, by name
+        return {decoded_column(i): F.when(F.col(ID) == F.lit(i), self.decodings[i].column())
+                for i in self.batch_ids if i in self.decodings}
+
+    def columns_key(self) -> tuple[Any, ...]:  # what the batch's columns depend on (Formats.columns_key)
+        ids = tuple((i, d.member, d.writer.text) if (d := self.decodings.get(i)) else (i,) for i in self.batch_ids)
+        return ids, tuple(sorted(self.refused)), tuple(sorted(self.unknown)), self.registry.semantic_types
 
     def decoded_columns(self) -> list[str]:
         return [decoded_column(i) for i in self.batch_ids if i in self.decodings]
