@@ -342,6 +342,14 @@ def write_markdown(r: dict[str, Any], path: Path) -> None:
         lines.append(f"| {s} | {x['changes_per_s']:,.0f} | {x['changes_per_s'] / base:.2f}× | "
                      f"{x['changes_per_s'] / fair:.2f}× | {x['batches']} | {x['rows']:,} | {x['expected_rows']:,} | "
                      f"{x.get('state_ok', '–')} | {x.get('stale_or_wrong', '–')} | {x['delete_files']} |")
+    timed = {s: x["batch_seconds"] for s, x in by.items() if x.get("batch_seconds")}
+    if timed:
+        n = max(len(v) for v in timed.values())
+        lines += ["", "Seconds per batch (Spark's `triggerExecution`; the first includes each JVM's warm-up, and "
+                  "icetide's the creation of its tables, which the hand-written jobs make before their stream):", "",
+                  "| system | " + " | ".join(f"batch {i}" for i in range(n)) + " |", "|---|" + "---:|" * n]
+        lines += [f"| {s} | " + " | ".join(f"{v[i]:.2f}" if i < len(v) else "" for i in range(n)) + " |"
+                  for s, v in timed.items()]
     for s, x in by.items():
         batches = x.get("batch_phases") or []
         if batches:
