@@ -196,8 +196,9 @@ def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | Av
 
     app = rows.sparkSession.sparkContext.applicationId
     idx = _index(app, tuple(t.table for t in targets))
-    key = (app, tuple((t.table, t.schema.json(), t.full_schema.json()) for t in targets), kafka_columns,
-           max_value_bytes, formats.columns_key())
+    schemas = [(t.schema.json(), t.full_schema.json()) for t in targets]
+    key = (app, tuple(t.table for t in targets), tuple(schemas), kafka_columns, max_value_bytes,
+           formats.columns_key())
     hit = _DECLARED.get(key)
     if hit is None:
         def parse(schema_json: str, schema: StructType, name: str
@@ -205,7 +206,7 @@ def declared_frame(rows: DataFrame, targets: list[Target], formats: Formats | Av
             fields, error_class = formats.parse_fields(schema, max_value_bytes)
             return {}, fields, error_class
 
-        parses, out, starts = _grouped([(k[1], k[2]) for k in key[1]], kafka_columns, parse)
+        parses, out, starts = _grouped(schemas, kafka_columns, parse)
         assert not parses, "a parse by fields computes nothing first"
         while len(_DECLARED) >= 16:  # a stream meets few sets of ids; the oldest goes first
             _DECLARED.pop(next(iter(_DECLARED)))

@@ -315,21 +315,16 @@ class PerTable(Strategy):
         # ``changes`` is a projection of the batch's parsed changes, which are persisted: only the
         # newest change per key (at most a row per key) is kept too, read by every retry of the MERGE
         # and, when the MERGE read the whole batch, by the tombstones
-        newest = cdc.latest_per_key(changes, c).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        newest = self._newest[table] = cdc.latest_per_key(changes, c).persist(StorageLevel.MEMORY_AND_DISK_DESER)
         latest = newest.drop(*position)  # position and time: not columns of the table
-        try:
+        try:  # (``newest`` is released by _one, however the batch goes on)
             if c.tombstones and table_exists(session, self.q(tomb)):
                 session.catalog.refreshTable(self.q(tomb))
                 latest = cdc.not_buried(latest, session.table(self.q(tomb)), c)
             latest = latest.persist(StorageLevel.MEMORY_AND_DISK_DESER)
             cdc.merge_retrying_conflicts(self.spark, pending.tags, latest, self.q(table), c,
                                          fence=self.ledger.merge_fence(pending))
-        except BaseException:
-            newest.unpersist()
-            raise
         finally:
             latest.unpersist()
-        if c.tombstones and pending.keep is None:
-            self._newest[table] = newest  # _one releases it, however the batch goes on
-        else:
-            newest.unpersist()
+        if pending.keep is not None:  # a partial replay: the tombstones read the whole batch themselves
+            self._newest.pop(table).unpersist()
