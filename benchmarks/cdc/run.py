@@ -345,8 +345,8 @@ def write_markdown(r: dict[str, Any], path: Path) -> None:
     timed = {s: x["batch_seconds"] for s, x in by.items() if x.get("batch_seconds")}
     if timed:
         n = max(len(v) for v in timed.values())
-        lines += ["", "Seconds per batch (Spark's `triggerExecution`; the first includes each JVM's warm-up, and "
-                  "icetide's the creation of its tables, which the hand-written jobs make before their stream):", "",
+        lines += ["", "Seconds per batch (Spark's `triggerExecution`; the first includes each JVM's warm-up; every "
+                  "system makes its tables before its stream starts, icetide from the declared `target.schema`):", "",
                   "| system | " + " | ".join(f"batch {i}" for i in range(n)) + " |", "|---|" + "---:|" * n]
         lines += [f"| {s} | " + " | ".join(f"{v[i]:.2f}" if i < len(v) else "" for i in range(n)) + " |"
                   for s, v in timed.items()]

@@ -105,6 +105,8 @@ def test_spark_only_benchmarks_run_at_a_tiny_size(tmp_path) -> None:  # type: ig
                         "--out", str(tmp_path / "parse_costs" / "parse_costs.md")),
         "collect_cost": ("benchmarks.health.collect_cost", "--commits", "4", "--files-per-commit", "2",
                          "--out", str(tmp_path / "collect_cost")),
+        "parse_once": ("benchmarks.cdc.parse_once", "--changes", "3000", "--keys", "500", "--repeats", "1",
+                       "--out", str(tmp_path / "parse_once")),
     }
     (tmp_path / "parse_costs").mkdir()
     argv: list[str] = []

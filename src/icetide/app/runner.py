@@ -171,6 +171,7 @@ class Runner:
         cfg = self.cfg
         route = cfg.target.route
         start = starting_offsets(self.spark, cfg, self.writer, self._stop.wait)
+        self.writer.one_pass.create_declared()  # a declared table exists before the first batch
         kafka = source.read_stream(self.spark, cfg.source, start, headers=route is not None and route.by == "header")
         query = (
             kafka.writeStream.foreachBatch(self.writer)

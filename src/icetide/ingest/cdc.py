@@ -46,7 +46,7 @@ from pyspark.sql.types import (
 )
 
 from icetide.config.target import CdcSettings
-from icetide.ingest import decode
+from icetide.ingest import decode, names
 from icetide.lake.fence import Fence, fenced_write, with_commit_properties
 
 if TYPE_CHECKING:
@@ -164,6 +164,34 @@ def unwrap(rows: DataFrame, cdc: CdcSettings) -> DataFrame:
             .drop("_cdc_env"))
 
 
+def reads_row(cdc: CdcSettings, schema: StructType) -> bool:
+    """Whether a plain change's operation and ordering can be read from its row's parse against
+    ``schema`` rather than from an envelope parse of its own (:func:`unwrap`): both are top-level
+    fields of the row, the operation a string column and the ordering a column of exactly
+    ``target.cdc.ordering_type`` (long or string), each read from the record's field of that very
+    name (not a sanitized column, ``target.field_names``). Then every change gets the same verdict
+    (dead-letter class and message) and row either way, and a good change the same operation and
+    ordering: a row that parses has the very values the envelope would give (the same ``from_json``
+    conversion of the same tokens); a change whose row does not parse is a dead letter of the
+    parse's class on both paths (the parse's class comes first, :func:`icetide.ingest.decode.parse`),
+    whatever operation and ordering each path read."""
+    if cdc.format != "plain" or "." in cdc.operation_field or "." in cdc.ordering:
+        return False
+    by_name = {f.name: f for f in schema.fields}
+    op, ordering, wanted = by_name.get(cdc.operation_field), by_name.get(cdc.ordering), ordering_type(cdc)
+    return (op is not None and ordering is not None and op.dataType == StringType() and ordering.dataType == wanted
+            and not isinstance(wanted, TimestampType)  # from_json's timestamps are not try_cast's
+            and names.original(op) == op.name and names.original(ordering) == ordering.name)
+
+
+def row_fields(cdc: CdcSettings, parsed_col: str) -> tuple[Column, Column, Column]:
+    """(raw operation, operation, ordering) of a plain change read from its parsed row
+    (:func:`reads_row`)."""
+    p = F.col(parsed_col)
+    raw = p[cdc.operation_field]
+    return raw, operations(cdc, raw), p[cdc.ordering]
+
+
 def text_for_inference(cdc: CdcSettings) -> Column:
     """The row JSON of a change (what the table's columns come from)."""
     if cdc.format == "plain":
@@ -172,22 +200,25 @@ def text_for_inference(cdc: CdcSettings) -> Column:
     return F.when(operations(cdc, env["op"]) == "delete", env["before"]).otherwise(env["after"])
 
 
-def errors(cdc: CdcSettings, parsed_col: str) -> tuple[Column, Column]:
-    """(class, message) of changes that cannot be applied; null for good ones."""
+def errors(cdc: CdcSettings, parsed_col: str, fields: tuple[Column, Column, Column] | None = None
+           ) -> tuple[Column, Column]:
+    """(class, message) of changes that cannot be applied; null for good ones. ``fields``: (raw
+    operation, operation, ordering), by default the columns :func:`unwrap` adds."""
     p = F.col(parsed_col)
+    op_raw, op, ordering = fields or (F.col("_cdc_op_raw"), F.col(OP), F.col(ORDERING))
     missing = [F.when(p[k].isNull(), F.lit(k)) for k in cdc.primary_key]
     where = "the envelope's 'op'" if cdc.format == "debezium" else f"'{cdc.operation_field}'"
-    cls = (F.when(F.col(OP).isNull(), F.lit("unknown_operation"))
+    cls = (F.when(op.isNull(), F.lit("unknown_operation"))
            .when(F.concat_ws(",", *missing) != "", F.lit("missing_key"))
-           .when(F.col(ORDERING).isNull(), F.lit("missing_ordering")))
+           .when(ordering.isNull(), F.lit("missing_ordering")))
     known = sorted({*cdc.insert_values, *cdc.update_values, *cdc.delete_values, *cdc.read_values})
-    msg = (F.when(F.col(OP).isNull(),
+    msg = (F.when(op.isNull(),
                   F.concat(F.lit(f"operation {where} is "), F.coalesce(F.concat(F.lit("'"), F.substring(
-                      F.col("_cdc_op_raw"), 1, 40), F.lit("'")), F.lit("missing")),
+                      op_raw, 1, 40), F.lit("'")), F.lit("missing")),
                       F.lit(f"; known: {known} (target.cdc.*_values)")))
            .when(F.concat_ws(",", *missing) != "",
                  F.concat(F.lit("primary key column(s) missing or null: "), F.concat_ws(",", *missing)))
-           .when(F.col(ORDERING).isNull(),
+           .when(ordering.isNull(),
                  F.lit(f"ordering field '{cdc.ordering}' is missing or not a {cdc.ordering_type} "
                        "(target.cdc.ordering, target.cdc.ordering_type)")))
     return cls, msg

@@ -78,7 +78,23 @@ class OnePass(Strategy):
         self._refusing: dict[str, tuple[str, int]] = {}
         self._unclustered: set[str] = set()  # tables whose shuffle by partition Spark could not plan
         self._asked_registry = False  # learn_first: once a run
-        self._created_first: list[str] = []  # made by learn_first, reported by the next write
+
+    def create_declared(self) -> None:
+        """Before the stream starts: the one target table made from ``target.schema`` when it does
+        not exist yet (a CDC table with its tombstone table), as a hand-written job makes its table
+        before its stream; the first batch reports it as created. Best effort: a table the catalog
+        refuses, or a catalog that does not answer, is left to the first batch, as before (which
+        dead-letters its records with the reason, or fails and is restarted)."""
+        table = self.cfg.target.table
+        try:
+            made, why = self._create_configured()
+        except Exception as e:
+            log.warning("could not create %s before the stream starts (%s); its first batch tries again",
+                        table, error_line(e, 300))
+            return
+        if why is not None:
+            log.warning("%s was not created from target.schema: %s", table, why)
+        self.preparer.created_before += made
 
     def learn_first(self, lap: Callable[[str], None]) -> bool:
         """A single-table Avro pipeline's first batch of a run (no schema id learned yet): learn each
@@ -114,7 +130,7 @@ class OnePass(Strategy):
             if pre.create(t.table, declared) is not None:
                 return False  # the usual path reports why
             pre.known_tables().add(t.table)
-            self._created_first.append(t.table)
+            pre.created_before.append(t.table)
         lap("learn_first")
         return True
 
@@ -129,8 +145,7 @@ class OnePass(Strategy):
             return None
         if not declared and ((t.evolve_schema and shapes.SHAPE not in rows.columns) or not pre.formats.json_only):
             return None  # the one pass parses JSON and Avro
-        created = self._create_configured() + self._created_first
-        self._created_first = []
+        created = self._create_configured()[0] + pre.take_created_before()
         never = ctx.batch_id - RECENT_BATCHES - 1
 
         def last(table: str) -> int:
@@ -310,20 +325,23 @@ class OnePass(Strategy):
         self._refusing[table] = (pre.schema(table).json(), ctx.batch_id)
         return False
 
-    def _create_configured(self) -> list[str]:
-        """The one target table, created from ``target.schema`` when it does not exist yet (a
-        pipeline's first batch): so that batch, too, is written in one pass (a CDC table's batch is
-        parsed once, into its cache: :meth:`~icetide.ingest.strategies.Strategy.pre_parse`)."""
+    def _create_configured(self) -> tuple[list[str], str | None]:
+        """The one target table, created from ``target.schema`` when it does not exist yet (when the
+        run starts, :meth:`create_declared`, else a pipeline's first batch): so that batch, too, is
+        written in one pass (a CDC table's batch is parsed once, into its cache:
+        :meth:`~icetide.ingest.strategies.Strategy.pre_parse`). Returns the tables made, and why
+        the table was not made when the catalog refused it."""
         t, pre = self.cfg.target, self.preparer
         if t.route is not None or t.table is None or t.table in pre.known_tables():
-            return []
+            return [], None
         if not t.policy_for(t.table).schema_ddl:
-            return []  # its schema comes from its records: the usual path infers it
+            return [], None  # its schema comes from its records: the usual path infers it
         ensure_namespace(self.spark, pre.catalog, t.table.split(".")[0])
-        if pre.create(t.table, None) is not None:
-            return []  # the usual path reports why, as a dead letter per record
+        why = pre.create(t.table, None)
+        if why is not None:
+            return [], why  # the usual path reports it, as a dead letter per record
         pre.known_tables().add(t.table)
-        return [t.table]
+        return [t.table], None
 
     def _fits(self, tables: list[str], job: multi_write.MultiTableWrite) -> set[str]:
         """Of ``tables``, those whose record shapes they are not known to fit need no change to their

@@ -80,6 +80,9 @@ class Preparer:
         #: shapes each table is known to fit: inference only for tables with a new shape.
         self.batch_shapes: dict[str, frozenset[int] | None] = {}
         self.inferred: list[str] = []  # this batch's tables that went through inference
+        #: tables made before a batch (as the run starts; an Avro run's first schema): the next batch
+        #: that prepares or takes the one pass reports them as created (:meth:`take_created_before`)
+        self.created_before: list[str] = []
         self.shapes = shapes.KnownShapes()
         self.formats = Formats(cfg.source)
         #: The batch's Avro schema ids per table (what declares the tables' types).
@@ -239,7 +242,7 @@ class Preparer:
             inferred[x] = avro_types.merged([d, inferred[x]]) if x in inferred else d
         if t.field_names == "sanitize":
             inferred = {x: cast(StructType, names.sanitized_type(s)) for x, s in inferred.items()}
-        out = Prepared([], [], {})
+        out = Prepared([], self.take_created_before(), {})
         for ns in sorted({x.split(".")[0] for x in new}):  # once, before tables are created in parallel
             ensure_namespace(self.spark, self.catalog, ns)
         errors = dict(zip(new, self.parallel(lambda x: self.create(x, inferred.get(x), rows, shaped), new),
@@ -282,6 +285,11 @@ class Preparer:
         else:
             self.shapes.forget(table)
         return plan
+
+    def take_created_before(self) -> list[str]:
+        """:attr:`created_before`, once."""
+        made, self.created_before = self.created_before, []
+        return made
 
     def create(self, table: str, inferred: StructType | None, rows: DataFrame | None = None,
                shaped: DataFrame | None = None) -> str | None:

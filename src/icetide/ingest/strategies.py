@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
-from pyspark.sql import Observation
+from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -132,6 +132,7 @@ class Strategy:
             subset = subset.coalesce(max(1, -(-routed // ROWS_PER_WRITE_TASK)))
         policy = cfg.target.policy_for(plan.table)
         extra = [plan.refused] if plan.refused is not None else []
+        after: dict[str, Column] = {}  # columns read from the parse
         formats = self.preparer.formats
         subset = formats.with_decoded(subset)  # Avro: each record decoded once, for every column
         if policy.cdc is not None and formats.envelopes:  # the envelope decoded once, with the row (Avro)
@@ -143,12 +144,19 @@ class Strategy:
                       .withColumn(cdc.ORDERING, parsed_col[CDC_ORDERING]))
             columns = (parsed_col, cls, msg)
             extra.append(cdc.errors(policy.cdc, decode.PARSED))
+        elif policy.cdc is not None and formats.json_only and cdc.reads_row(policy.cdc, plan.schema):
+            # a plain change's operation and ordering are fields of its row: one parse gives all three
+            fields = cdc.row_fields(policy.cdc, decode.PARSED)
+            extra.append(cdc.errors(policy.cdc, decode.PARSED, fields))
+            after = {cdc.OP: fields[1], cdc.ORDERING: fields[2]}
+            columns = formats.parse_columns(self.spark, plan.schema, cfg.source.max_value_bytes)
         else:
             if policy.cdc is not None:
                 subset = cdc.unwrap(subset, policy.cdc)
                 extra.append(cdc.errors(policy.cdc, decode.PARSED))
             columns = formats.parse_columns(self.spark, plan.schema, cfg.source.max_value_bytes)
-        return formats.without_decoded(decode.parse(subset, columns, extra))
+        parsed = decode.parse(subset, columns, extra)
+        return formats.without_decoded(parsed.withColumns(after) if after else parsed)
 
 
 class MultiTable(Strategy):
